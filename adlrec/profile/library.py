@@ -1,0 +1,79 @@
+"""The ``profiles/`` folder: measured curves shipped with the project, written by the CLI.
+
+Each file is one :class:`~adlrec.schemas.Profile` as JSON (hardware fingerprint and the exact
+command that measured it included) plus the MLflow run it came from.  ``README.md`` in the folder is
+an index generated with the files; neither is edited by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from adlrec.schemas import Profile
+
+__all__ = ["export_profiles", "load_profiles", "profile_key"]
+
+
+class _Run(Protocol):
+    run_id: str
+    profile: Profile
+
+
+def profile_key(p: Profile) -> str:
+    """What makes two profiles the same measurement: workload, params, device and hardware."""
+    raw = json.dumps([p.workload, p.params, p.batch_size, p.device.label, p.hardware.fingerprint], sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:10]
+
+
+def _file_name(p: Profile) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{p.workload}-{p.device.label.replace(':', '')}")
+    return f"{slug}-{profile_key(p)}.json"
+
+
+def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
+    """Write the newest run per :func:`profile_key` (``runs`` newest first) and the index."""
+    out.mkdir(parents=True, exist_ok=True)
+    newest: dict[str, _Run] = {}
+    for r in runs:
+        newest.setdefault(profile_key(r.profile), r)
+    written = []
+    for r in newest.values():
+        path = out / _file_name(r.profile)
+        path.write_text(json.dumps(r.profile.to_dict() | {"mlflow_run_id": r.run_id}, indent=2) + "\n")
+        written.append(path)
+    index = out / "README.md"
+    index.write_text(_index(load_profiles(out)))
+    written.append(index)
+    return written
+
+
+def load_profiles(folder: Path) -> list[Profile]:
+    """Every profile JSON in ``folder``, sorted by file name."""
+    return [Profile.from_dict(json.loads(f.read_text())) for f in sorted(folder.glob("*.json"))]
+
+
+def _index(profiles: Iterable[Profile]) -> str:
+    lines = [
+        "# Measured profiles",
+        "",
+        "Written by `adlrec profiles export`; do not edit by hand. Each JSON file holds one curve, the",
+        "hardware it was measured on and the exact command that measured it. Curves measured with",
+        "`--device emulate:MS` replace the training step with a timed wait (EMULATED accelerator);",
+        "their data loading is real.",
+        "",
+        "| file | workload | device | params | best workers | best samples/s | throughput by workers | hardware | command |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in sorted(profiles, key=_file_name):
+        params = ", ".join(f"{k}={v}" for k, v in sorted(p.params.items()))
+        curve = " / ".join(f"{q.throughput:.0f}" for q in p.points)
+        lines.append(
+            f"| {_file_name(p)} | {p.workload} | {p.device.title} | {params} | {p.best.workers} | "
+            f"{p.best.throughput:,.1f} | {curve} | {p.hardware.summary} | `{p.command}` |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,210 @@
+"""The profiling sweep: a job's throughput and stall decomposition at each worker count.
+
+Order of work, each part measured to a steady state (see :mod:`adlrec.profile.meter`):
+
+1. fetch cost: the dataset's raw files read cold, then cached;
+2. the compute ceiling: training steps on one batch already on the device, no loader;
+3. for each worker count ``w`` from 0 to ``max_workers``: the loader alone (preprocessing rate,
+   half the budget) and training with the loader (throughput, the full budget).
+
+Nothing is logged here; the caller logs the finished :class:`~adlrec.schemas.Profile` in one go, so
+a sweep that fails leaves no half curve behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from adlrec.config import Settings
+from adlrec.job import Job
+from adlrec.profile.decompose import decompose
+from adlrec.profile.device import make_step
+from adlrec.profile.fetch import measure_fetch
+from adlrec.profile.hardware import detect_hardware
+from adlrec.errors import JobContractError
+from adlrec.profile.meter import EndlessSampler, Measurement, describe_error, measure, worker_init
+from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
+
+__all__ = ["Progress", "default_max_workers", "profile_job"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage: str  # what was just measured, e.g. "w=2 train"
+    done: int
+    total: int
+
+
+def default_max_workers(logical_cores: int) -> int:
+    """A little past the core count, so the curve shows where oversubscription bends it; at most 16."""
+    return max(1, min(16, logical_cores + 2))
+
+
+def profile_job(
+    job: Job,
+    device: DeviceSpec,
+    settings: Settings,
+    *,
+    max_workers: int | None = None,
+    command: str = "",
+    on_progress: Callable[[Progress], None] | None = None,
+    hardware: Hardware | None = None,
+) -> Profile:
+    import torch
+    from torch.utils.data import DataLoader
+
+    hardware = hardware or detect_hardware()
+    if max_workers is None:
+        max_workers = default_max_workers(hardware.logical_cores)
+    total = 2 + 2 * (max_workers + 1)
+    done = 0
+
+    def report(stage: str) -> None:
+        nonlocal done
+        done += 1
+        if on_progress is not None:
+            on_progress(Progress(stage=stage, done=done, total=total))
+
+    torch.manual_seed(job.config.seed)
+    dataset = job.dataset()
+    step = make_step(job, device)
+    bs = job.batch_size
+
+    fetch = measure_fetch(job.files(dataset), len(dataset), max_files=settings.fetch_sample_files)
+    report("fetch")
+
+    def run(batches, step_fn, budget_s: float, warmup_batches: int, what: str) -> Measurement:
+        return measure(
+            batches,
+            step_fn,
+            batch_size=bs,
+            budget_s=budget_s,
+            rse_target=settings.rse_target,
+            min_batches=settings.min_batches,
+            warmup_s=settings.warmup_s,
+            warmup_batches=warmup_batches,
+            what=what,
+        )
+
+    try:
+        first = next(iter(_loader(DataLoader, dataset, job, 0, device, settings.seed)))
+    except Exception as exc:
+        raise JobContractError(f"{job.path.name}: the dataset raised {describe_error(exc)}") from exc
+    placed = step.place(first)
+    ceiling = run(itertools.repeat(placed), step, settings.point_budget_s, 3, f"{job.path.name}: the dataset")
+    report("ceiling")
+
+    points: list[ProfilePoint] = []
+    prep0 = 0.0
+    for w in range(max_workers + 1):
+        warm = 2 * w + 3  # the prefetch burst: every worker's first two batches arrive together
+        prep = _with_loader(
+            DataLoader, dataset, job, w, device, settings.seed,
+            lambda it: run(it, _noop, settings.point_budget_s / 2, warm, f"{job.path.name}: the dataset"),
+        )
+        report(f"w={w} loader")
+        train = _with_loader(
+            DataLoader, dataset, job, w, device, settings.seed,
+            lambda it: run(it, step, settings.point_budget_s, warm, f"{job.path.name}: the dataset"),
+        )
+        report(f"w={w} train")
+        if w == 0:
+            prep0 = prep.rate
+        shares = decompose(train.rate, ceiling.rate, prep.rate, max(0.0, fetch.cold_s - fetch.cached_s), w)
+        points.append(
+            ProfilePoint(
+                workers=w,
+                throughput=train.rate,
+                rse=train.rse,
+                batches=train.batches,
+                seconds=train.seconds,
+                stable=train.stable,
+                wait_fraction=train.wait_fraction,
+                stall_fraction=shares.stall_fraction,
+                prep_share=shares.prep_share,
+                fetch_share=shares.fetch_share,
+                prep_rate=prep.rate,
+                cpu_util=train.usage.cpu_util,
+                worker_uss_mb=train.usage.worker_uss_mb,
+                worker_pss_mb=train.usage.worker_pss_mb,
+                main_rss_mb=train.usage.main_rss_mb,
+            )
+        )
+
+    notes = []
+    if device.emulated:
+        notes.append(f"training step emulated by a {device.step_ms:g} ms wait; data loading is real")
+    unstable = [p.workers for p in points if not p.stable]
+    if unstable:
+        notes.append(
+            f"rse target {settings.rse_target:.0%} not reached within the budget at workers={unstable}"
+        )
+    return Profile(
+        workload=job.name,
+        source_hash=job.source_hash,
+        params=dict(job.params),
+        batch_size=bs,
+        device=device,
+        hardware=hardware,
+        baseline=Baseline(
+            ceiling=ceiling.rate,
+            ceiling_rse=ceiling.rse,
+            prep_rate=prep0,
+            fetch_cold_s=fetch.cold_s,
+            fetch_cached_s=fetch.cached_s,
+            fetch_bytes=fetch.bytes_per_sample,
+            fetch_method=fetch.method,
+        ),
+        points=tuple(points),
+        budget_s=settings.point_budget_s,
+        rse_target=settings.rse_target,
+        command=command,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=tuple(notes),
+    )
+
+
+_FORK = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _noop(batch: object) -> None:
+    return None
+
+
+def _loader(DataLoader, dataset, job: Job, workers: int, device: DeviceSpec, seed: int):
+    import torch
+
+    return DataLoader(
+        dataset,
+        batch_size=job.batch_size,
+        sampler=EndlessSampler(len(dataset), seed),
+        num_workers=workers,
+        collate_fn=job.collate_fn,
+        pin_memory=device.kind == "cuda",
+        worker_init_fn=worker_init if workers else None,
+        prefetch_factor=2 if workers else None,
+        generator=torch.Generator().manual_seed(seed),
+        # fork where the platform has it: workers inherit the job's module, which adlrec imports
+        # from a path, so spawned workers could not unpickle the job's classes.
+        multiprocessing_context=_FORK if workers else None,
+    )
+
+
+def _with_loader(DataLoader, dataset, job, workers, device, seed, body: Callable):
+    """Run ``body(iterator)`` and shut the iterator's workers down however it ends.
+
+    Dropping the reference is not enough when ``body`` raised: the traceback's frames keep the
+    iterator, and its worker processes, alive.  torch has no public close(), so call the method
+    its own ``__del__`` calls.
+    """
+    it = iter(_loader(DataLoader, dataset, job, workers, device, seed))
+    try:
+        return body(it)
+    finally:
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()

@@ -1,0 +1,31 @@
+"""Shared fixtures: a real SQLite MLflow store in a temp dir, and the tiny test job."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def tiny_job_path() -> Path:
+    return FIXTURES / "tiny_job.py"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> dict[str, str]:
+    """A fresh embedded MLflow store: its tracking URI and data dir, as CLI flags use them."""
+    data = tmp_path / "data"
+    return {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "data_dir": str(data)}
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests choose their store explicitly; an MLFLOW_TRACKING_URI from the shell must not leak in."""
+    for var in ("MLFLOW_TRACKING_URI", "ADLREC_TRACKING_URI", "ADLREC_DATA_DIR", "ADLREC_EXPERIMENT"):
+        monkeypatch.delenv(var, raising=False)

@@ -1,0 +1,149 @@
+"""`adlrec profile` end to end: real DataLoader workers, a real SQLite MLflow store in a temp dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from adlrec.cli import main
+from adlrec.tracking import Tracker
+
+FAST = ["--device", "emulate:2", "--budget", "0.4", "--max-workers", "2"]
+
+
+def store_args(store):
+    return ["--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The console script as a user runs it (a fresh process)."""
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.run(
+        [sys.executable, "-m", "adlrec.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
+
+
+def test_sweep_logs_one_complete_curve(tiny_job_path, store, capsys):
+    assert main(["profile", str(tiny_job_path), *FAST, *store_args(store)]) == 0
+    out = capsys.readouterr().out
+    assert "tiny on EMULATED accelerator (2 ms/step)" in out
+    assert "logged run" in out
+
+    tracker = Tracker(store["uri"], "adlrec-profiles")
+    runs = tracker.runs()
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    tags = run.data.tags
+    assert tags["adlrec.workload"] == "tiny"
+    assert tags["adlrec.device"] == "emulate:2" and tags["adlrec.emulated"] == "true"
+    assert len(tags["adlrec.model_hash"]) == 16
+    assert tags["adlrec.hardware.fingerprint"]
+    assert tags["adlrec.command"].startswith("adlrec profile ")
+
+    # every metric is stepped by worker count, for every worker count of the sweep
+    history = tracker.client.get_metric_history(run.info.run_id, "throughput")
+    assert sorted(m.step for m in history) == [0, 1, 2]
+    assert all(m.value > 0 for m in history)
+    for key in ("stall_fraction", "prep_share", "fetch_share", "cpu_util", "worker_uss_mb"):
+        assert len(tracker.client.get_metric_history(run.info.run_id, key)) == 3
+    uss = {m.step: m.value for m in tracker.client.get_metric_history(run.info.run_id, "worker_uss_mb")}
+    assert uss[0] == 0.0 and uss[1] > 0 and uss[2] > 0  # real worker processes were measured
+
+    artifacts = {a.path for a in tracker.client.list_artifacts(run.info.run_id)}
+    assert {"curve.csv", "curve.png", "profile.json", "hardware.json"} <= artifacts
+    # artifacts live where the store's experiment says, inside the data dir
+    exp = tracker.client.get_experiment_by_name("adlrec-profiles")
+    assert exp.artifact_location.startswith(Path(store["data_dir"]).resolve().as_uri())
+
+    (profile_run,) = tracker.profiles()
+    assert [p.workers for p in profile_run.profile.points] == [0, 1, 2]
+    assert profile_run.profile.baseline.ceiling > 0
+    assert "posix_fadvise" in profile_run.profile.baseline.fetch_method
+
+
+def test_json_output_is_machine_readable(tiny_job_path, store, capsys):
+    assert main(["profile", str(tiny_job_path), *FAST, "--max-workers", "1", "--json", "--no-log", *store_args(store)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["run_id"] is None
+    assert [p["workers"] for p in data["points"]] == [0, 1]
+    assert data["device"]["emulated"] is True
+    assert not Path(store["uri"].removeprefix("sqlite:///")).exists()  # --no-log touched no store
+
+
+def test_param_overrides_reach_the_job(tiny_job_path, store, capsys):
+    args = ["profile", str(tiny_job_path), *FAST, "--max-workers", "0", "--param", "samples=32", "--json"]
+    assert main(args + store_args(store)) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["params"]["samples"] == 32
+
+
+BAD_JOBS = {
+    "missing": None,
+    "syntax": "def broken(:\n",
+    "import_error": "import not_a_module_anywhere\n",
+    "no_loss": "PARAMS = {'batch_size': 2}\ndef build_dataset(cfg): return [1]\ndef build_model(cfg): pass\n",
+    "raising_dataset": textwrap.dedent(
+        """
+        import torch
+        from torch.utils.data import Dataset
+        PARAMS = {"batch_size": 2}
+        class Bad(Dataset):
+            def __len__(self): return 8
+            def __getitem__(self, i): raise ValueError(f"cannot decode sample {i}")
+        def build_dataset(cfg): return Bad()
+        def build_model(cfg): return torch.nn.Linear(1, 1)
+        def loss_fn(o, t): return o.sum()
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_JOBS))
+def test_bad_model_py_exits_2_with_one_line_and_leaves_no_run(tmp_path, store, kind):
+    path = tmp_path / "model.py"
+    if BAD_JOBS[kind] is not None:
+        path.write_text(BAD_JOBS[kind])
+    result = cli("profile", str(path), *FAST, *store_args(store))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("adlrec: error: ")
+    assert "Traceback" not in result.stderr
+    assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
+
+
+def test_bad_options_exit_2_with_a_clear_line(tiny_job_path, store):
+    result = cli("profile", str(tiny_job_path), "--device", "gpu0", *store_args(store))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "adlrec: error: --device 'gpu0': expected auto, cpu, cuda or emulate:MS (e.g. emulate:20)"
+    )
+    result = cli("profile", str(tiny_job_path), "--budget", "-1")
+    assert result.returncode == 2 and "expected a number of seconds > 0" in result.stderr
+
+
+def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp_path, tiny_job_path, capsys):
+    """The artifact folder's parent is a file: the run is created, then its artifacts cannot be written."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the artifact folder should be")
+    from adlrec.tracking import Tracker as T
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = T(uri, "adlrec-profiles", artifact_root=blocker / "artifacts")
+    tracker.experiment_id()  # created with an artifact location that cannot be written
+    code = main(["profile", str(tiny_job_path), *FAST, "--max-workers", "0", "--tracking-uri", uri,
+                 "--data-dir", str(tmp_path / "d")])
+    assert code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("adlrec: error: could not log run ") and err.endswith("the run is marked FAILED")
+    assert "\n" not in err
+    runs = tracker.runs(include_incomplete=True)
+    assert len(runs) == 1 and runs[0].info.status == "FAILED"
+    assert tracker.runs() == [] and tracker.profiles() == []

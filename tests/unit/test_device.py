@@ -1,0 +1,44 @@
+import pytest
+
+from adlrec.errors import UsageError
+from adlrec.profile.device import EmulatedStep, parse_device
+
+
+@pytest.mark.parametrize(
+    "text,kind,ms",
+    [("cpu", "cpu", None), ("CPU", "cpu", None), ("emulate:20", "emulate", 20.0), ("emulate:0.5", "emulate", 0.5)],
+)
+def test_parse_device(text, kind, ms):
+    d = parse_device(text, cuda_available=False)
+    assert (d.kind, d.step_ms) == (kind, ms)
+
+
+def test_auto_follows_cuda_availability():
+    assert parse_device("auto", cuda_available=True).kind == "cuda"
+    assert parse_device("auto", cuda_available=False).kind == "cpu"
+
+
+def test_emulated_device_is_labelled_as_such():
+    d = parse_device("emulate:12.5", cuda_available=False)
+    assert d.emulated
+    assert d.label == "emulate:12.5"
+    assert "EMULATED" in d.title
+
+
+@pytest.mark.parametrize("text", ["gpu", "emulate", "emulate:", "emulate:abc", "emulate:-3", "emulate:0", "tpu:1"])
+def test_bad_device_names_what_is_expected(text):
+    with pytest.raises(UsageError, match="expected"):
+        parse_device(text, cuda_available=False)
+
+
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(UsageError, match="no CUDA device"):
+        parse_device("cuda", cuda_available=False)
+
+
+def test_emulated_step_waits_the_step_time_through_the_injected_sleep():
+    slept = []
+    step = EmulatedStep(25.0, sleep=slept.append)
+    step(object())
+    step(object())
+    assert slept == [0.025, 0.025]

@@ -1,0 +1,64 @@
+import math
+
+import pytest
+
+from adlrec.profile.steady import estimate_rate, warmup_end
+
+
+def test_constant_batches_give_exact_rate_and_zero_error():
+    est = estimate_rate([0.01] * 50, [32] * 50)
+    assert est.rate == pytest.approx(3200.0)
+    assert est.rse == pytest.approx(0.0, abs=1e-12)
+    assert est.batches == 50
+    assert est.seconds == pytest.approx(0.5)
+    assert est.stable(0.05, 20)
+    assert not est.stable(0.05, 51)
+
+
+def test_rate_is_total_samples_over_total_time_not_mean_of_rates():
+    # one slow batch: mean of per-batch rates would say ~ (100+100+10)/3 = 70; the truth is 30/0.21
+    est = estimate_rate([0.01, 0.01, 0.1, 0.09], [1, 1, 1, 1], groups=2)
+    assert est.rate == pytest.approx(4 / 0.21)
+
+
+def test_bursty_arrivals_are_absorbed_by_batch_means():
+    # workers deliver bursts: 3 quick batches, then a slow one, repeated; groups of 4 see a steady rate
+    durations = [0.001, 0.001, 0.001, 0.097] * 40
+    est = estimate_rate(durations, [8] * len(durations), groups=10)
+    assert est.rate == pytest.approx(8 * 160 / 4.0)
+    assert est.rse < 0.01
+
+
+def test_noisier_timings_give_larger_error():
+    import random
+
+    rng = random.Random(1)
+    calm = [0.01 * (1 + 0.01 * rng.uniform(-1, 1)) for _ in range(200)]
+    wild = [0.01 * (1 + 0.8 * rng.uniform(-1, 1)) for _ in range(200)]
+    assert estimate_rate(wild, [1] * 200).rse > 5 * estimate_rate(calm, [1] * 200).rse
+
+
+def test_too_little_data_is_not_stable():
+    assert math.isinf(estimate_rate([], []).rse)
+    assert math.isinf(estimate_rate([0.1], [4]).rse)
+    assert estimate_rate([0.1], [4]).rate == pytest.approx(40.0)
+
+
+@pytest.mark.parametrize(
+    "durations,sizes,groups",
+    [([0.1, 0.1], [1], 10), ([0.1, -0.1], [1, 1], 10), ([0.1, 0.1], [1, 1], 1)],
+)
+def test_bad_input_raises(durations, sizes, groups):
+    with pytest.raises(ValueError):
+        estimate_rate(durations, sizes, groups)
+
+
+def test_warmup_needs_both_batches_and_seconds():
+    assert warmup_end([0.1] * 10, min_batches=3, min_seconds=0.0) == 3
+    assert warmup_end([0.1] * 10, min_batches=1, min_seconds=0.45) == 5
+    assert warmup_end([0.1] * 2, min_batches=3, min_seconds=0.0) is None
+    assert warmup_end([0.1] * 3, min_batches=3, min_seconds=0.0) == 3
+    assert warmup_end([1.0, 0.1], min_batches=0, min_seconds=0.5) == 1
+    assert warmup_end([], min_batches=0, min_seconds=0.0) == 0
+    with pytest.raises(ValueError):
+        warmup_end([0.1], min_batches=-1, min_seconds=0)
