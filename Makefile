@@ -5,9 +5,10 @@ VENV ?= .venv
 # into $(VENV) first; it is kept, since torch is only installed when the venv has none.
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
-DEMO_ARGS ?= examples/image.py
+# The demo emulates a 20 ms accelerator step so the curve shows data stalls on any machine.
+DEMO_ARGS ?= examples/image.py --device emulate:20
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint profiles clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,16 @@ demo: install
 
 test: install
 	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/python -m pytest -q
+
+# Re-measure the curves shipped in profiles/ (minutes) into their own store, then export them.
+PROFILE_STORE ?= .adlrec/profiles-store
+PROFILE_DEVICES ?= cpu emulate:10 emulate:30
+profiles: install
+	rm -rf $(PROFILE_STORE) && rm -f profiles/*.json
+	set -e; for ex in image text audio; do for dev in $(PROFILE_DEVICES); do \
+	  MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profile examples/$$ex.py --device $$dev --data-dir $(PROFILE_STORE); \
+	done; done
+	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profiles export --data-dir $(PROFILE_STORE) --out profiles
 
 lint: install
 	$(BIN)/ruff check adlrec tests examples bench

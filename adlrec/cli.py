@@ -36,14 +36,28 @@ def _build_parser() -> argparse.ArgumentParser:
         "step time goes (compute ceiling, preprocessing, fetch), print a table and log one MLflow run.",
     )
     p.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract (see README)")
-    p.add_argument("--max-workers", type=_nonneg_int, default=None, help="largest worker count (default: cores + 2, at most 16)")
+    p.add_argument(
+        "--max-workers", type=_nonneg_int, default=None, help="largest worker count (default: cores + 2, at most 16)"
+    )
     p.add_argument(
         "--device",
         default="auto",
         help="auto | cpu | cuda | emulate:MS (a timed wait of MS ms replaces the training step); default auto",
     )
-    p.add_argument("--budget", type=_pos_float, default=None, metavar="SECONDS", help="measurement time per worker count (default 6)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="override one of model.py's PARAMS (repeatable)")
+    p.add_argument(
+        "--budget",
+        type=_pos_float,
+        default=None,
+        metavar="SECONDS",
+        help="measurement time per worker count (default 6)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one of model.py's PARAMS (repeatable)",
+    )
     _store_args(p)
     p.add_argument("--json", action="store_true", help="print the profile as JSON instead of a table")
     p.add_argument("--no-log", action="store_true", help="measure and print only; log nothing to MLflow")
@@ -64,9 +78,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in the data dir)")
+    p.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in the data dir)",
+    )
     p.add_argument("--experiment", default=None, help="MLflow experiment (default: adlrec-profiles)")
-    p.add_argument("--data-dir", type=Path, default=None, help="folder for embedded stores and generated data (default: .adlrec)")
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="folder for embedded stores and generated data (default: .adlrec)"
+    )
 
 
 def _nonneg_int(text: str) -> int:
@@ -145,7 +165,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         def on_progress(ev) -> None:
             bar.update(task, completed=ev.done, total=ev.total, description=f"{job.name}: {ev.stage}")
 
-        profile = profile_job(job, device, settings, max_workers=args.max_workers, command=command, on_progress=on_progress)
+        profile = profile_job(
+            job, device, settings, max_workers=args.max_workers, command=command, on_progress=on_progress
+        )
 
     run_id = tracker.log_profile(profile) if tracker is not None else None
     if args.json:
@@ -181,10 +203,14 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             print(f"no complete profiles in experiment {settings.experiment!r} at {tracker.tracking_uri}")
         for r in runs:
             p = r.profile
-            print(f"{r.run_id}  {p.created_at}  {p.workload:<12} {p.device.label:<12} best {p.best.workers}w {p.best.throughput:,.1f}/s")
+            print(
+                f"{r.run_id}  {p.created_at}  {p.workload:<12} {p.device.label:<12} best {p.best.workers}w {p.best.throughput:,.1f}/s"
+            )
         return 0
     if not runs:
-        raise UsageError(f"no complete profiles to export in experiment {settings.experiment!r} at {tracker.tracking_uri}")
+        raise UsageError(
+            f"no complete profiles to export in experiment {settings.experiment!r} at {tracker.tracking_uri}"
+        )
     written = export_profiles(runs, args.out)
     for path in written:
         print(path)

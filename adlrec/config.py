@@ -22,9 +22,7 @@ class Settings(BaseSettings):
     # Folder for the embedded stores (MLflow's SQLite database and artifacts) and generated data.
     data_dir: Path = Path(".adlrec")
     # MLflow tracking URI; empty means the embedded SQLite store in data_dir.
-    tracking_uri: str = Field(
-        default="", validation_alias=AliasChoices("ADLREC_TRACKING_URI", "MLFLOW_TRACKING_URI")
-    )
+    tracking_uri: str = Field(default="", validation_alias=AliasChoices("ADLREC_TRACKING_URI", "MLFLOW_TRACKING_URI"))
     # MLflow experiment that holds one run per profiled curve.
     experiment: str = "adlrec-profiles"
     # Seconds of measurement per worker count (training); the loader-alone pass gets half.

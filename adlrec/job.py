@@ -262,8 +262,7 @@ def _convert(file: str, key: str, raw: str, default: Any) -> Any:
             return float(raw)
     except ValueError:
         raise JobContractError(
-            f"{file}: parameter {key}={raw!r} is not a valid {type(default).__name__} "
-            f"(its default is {default!r})"
+            f"{file}: parameter {key}={raw!r} is not a valid {type(default).__name__} (its default is {default!r})"
         ) from None
     return raw
 

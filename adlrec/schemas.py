@@ -69,9 +69,7 @@ class Hardware:
     @property
     def fingerprint(self) -> str:
         """Stable short id of the hardware that shapes a curve (not the hostname or versions)."""
-        key = json.dumps(
-            [self.cpu_model, self.logical_cores, round(self.memory_gb), [g.name for g in self.gpus]]
-        )
+        key = json.dumps([self.cpu_model, self.logical_cores, round(self.memory_gb), [g.name for g in self.gpus]])
         return hashlib.sha256(key.encode()).hexdigest()[:12]
 
     @property
@@ -181,8 +179,7 @@ class Profile:
             hardware=Hardware.from_dict(d["hardware"]),
             baseline=Baseline(**{k: v for k, v in d["baseline"].items() if k in _field_names(Baseline)}),
             points=tuple(
-                ProfilePoint(**{k: v for k, v in p.items() if k in _field_names(ProfilePoint)})
-                for p in d["points"]
+                ProfilePoint(**{k: v for k, v in p.items() if k in _field_names(ProfilePoint)}) for p in d["points"]
             ),
             budget_s=float(d["budget_s"]),
             rse_target=float(d["rse_target"]),

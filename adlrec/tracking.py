@@ -113,9 +113,7 @@ class Tracker:
                 "fetch_method": profile.baseline.fetch_method[:500],
             }
             metrics = [
-                Metric(key, float(getattr(p, key)), now, p.workers)
-                for p in profile.points
-                for key in _POINT_METRICS
+                Metric(key, float(getattr(p, key)), now, p.workers) for p in profile.points for key in _POINT_METRICS
             ]
             b, best = profile.baseline, profile.best
             metrics += [

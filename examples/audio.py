@@ -18,9 +18,6 @@ Data is generated once under ``cfg.data_dir/audio-<rate>-<seconds>s-<n>-seed<see
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import wave
 from pathlib import Path
 
@@ -29,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
+
+from adlrec.datasets import materialize
 
 NAME = "audio-cnn"
 PARAMS = {"batch_size": 16, "clip_seconds": 1.0, "sample_rate": 16000, "n_fft": 512, "num_clips": 256, "width": 16}
@@ -81,22 +80,10 @@ def _generate(folder: Path, num_clips: int, n: int, rate: int, seed: int) -> Non
 
 
 def ensure_data(cfg) -> Path:
-    """The dataset folder, generated on first use; concurrent callers race safely via rename."""
+    """The dataset folder, generated on first use (atomically, see adlrec.datasets.materialize)."""
     rate, secs, n_clips, seed = int(cfg.sample_rate), float(cfg.clip_seconds), int(cfg.num_clips), int(cfg.seed)
     final = Path(cfg.data_dir) / f"audio-{rate}-{secs:g}s-{n_clips}-seed{seed}"
-    if final.is_dir():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        _generate(tmp, n_clips, max(1, round(secs * rate)), rate, seed)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, final)  # atomic; fails if another process got there first
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (isinstance(exc, OSError) and final.is_dir()):  # a real failure, not a lost race
-            raise
-    return final
+    return materialize(final, lambda tmp: _generate(tmp, n_clips, max(1, round(secs * rate)), rate, seed))
 
 
 class WavClips(Dataset):

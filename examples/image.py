@@ -20,9 +20,6 @@ Data is generated once under ``cfg.data_dir/image-<size>-<n>-seed<seed>/`` and r
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +28,8 @@ import torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
 from torch import nn
 from torch.utils.data import Dataset
+
+from adlrec.datasets import materialize
 
 NAME = "image-resnet"
 PARAMS = {"batch_size": 32, "image_size": 64, "crop_size": 56, "num_images": 512, "aug": "light", "width": 16}
@@ -83,22 +82,10 @@ def _generate(folder: Path, num_images: int, size: int, seed: int) -> None:
 
 
 def ensure_data(cfg) -> Path:
-    """The dataset folder, generated on first use; concurrent callers race safely via rename."""
+    """The dataset folder, generated on first use (atomically, see adlrec.datasets.materialize)."""
     size, n, seed = int(cfg.image_size), int(cfg.num_images), int(cfg.seed)
     final = Path(cfg.data_dir) / f"image-{size}-{n}-seed{seed}"
-    if final.is_dir():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        _generate(tmp, n, size, seed)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, final)  # atomic; fails if another process got there first
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (isinstance(exc, OSError) and final.is_dir()):  # a real failure, not a lost race
-            raise
-    return final
+    return materialize(final, lambda tmp: _generate(tmp, n, size, seed))
 
 
 def _uniform(lo: float, hi: float) -> float:

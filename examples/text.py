@@ -18,11 +18,8 @@ vocabulary built from it) is generated once under ``cfg.data_dir/text-<n>-seed<s
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import shutil
-import tempfile
 import unicodedata
 from collections import Counter
 from pathlib import Path
@@ -31,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
+
+from adlrec.datasets import materialize
 
 NAME = "text-transformer"
 PARAMS = {"batch_size": 32, "seq_len": 128, "num_docs": 2000, "d_model": 64, "layers": 2}
@@ -101,22 +100,10 @@ def _generate(folder: Path, num_docs: int, seed: int) -> None:
 
 
 def ensure_data(cfg) -> Path:
-    """The dataset folder, generated on first use; concurrent callers race safely via rename."""
+    """The dataset folder, generated on first use (atomically, see adlrec.datasets.materialize)."""
     n, seed = int(cfg.num_docs), int(cfg.seed)
     final = Path(cfg.data_dir) / f"text-{n}-seed{seed}"
-    if final.is_dir():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        _generate(tmp, n, seed)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, final)  # atomic; fails if another process got there first
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (isinstance(exc, OSError) and final.is_dir()):  # a real failure, not a lost race
-            raise
-    return final
+    return materialize(final, lambda tmp: _generate(tmp, n, seed))
 
 
 class WordPieceDocs(Dataset):

@@ -8,7 +8,6 @@ of the job's process tree (the training process and its DataLoader workers).
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +19,9 @@ from adlrec.errors import JobContractError
 from adlrec.profile.steady import estimate_rate, warmup_end
 
 __all__ = ["EndlessSampler", "Measurement", "TreeUsage", "describe_error", "measure", "worker_init"]
+
+
+GROUPS = 10  # batch-means groups for the rate's standard error
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def measure(
     last = clock()
     warm_deadline = last + max(warmup_s, 0.0) + budget_s  # warm-up may not take forever either
 
-    for i in itertools.count():
+    while True:
         try:
             batch = next(batches)
         except StopIteration:
@@ -167,13 +169,13 @@ def measure(
             mem = tree.memory(procs)
             mem_sampled = True
         if len(window) % 5 == 0 or elapsed >= budget_s:
-            est = estimate_rate(window, [batch_size] * len(window))
+            est = estimate_rate(window, [batch_size] * len(window), GROUPS)
             if est.stable(rse_target, min_batches) or elapsed >= budget_s:
                 break
 
     window = durations[start or 0 :] if start is not None else durations
     win_waits = waits[start or 0 :] if start is not None else waits
-    est = estimate_rate(window, [batch_size] * len(window))
+    est = estimate_rate(window, [batch_size] * len(window), GROUPS)
     cpu1 = tree.cpu_seconds(procs)
     if not mem_sampled:
         mem = tree.memory(procs)
@@ -184,7 +186,9 @@ def measure(
         rse=est.rse,
         batches=est.batches,
         seconds=est.seconds,
-        stable=est.stable(rse_target, min_batches),
+        # Stopping early needs min_batches; a window that ran its whole budget is called stable
+        # when its error is under target with at least one batch per batch-means group.
+        stable=est.stable(rse_target, min(min_batches, GROUPS)),
         wait_fraction=min(1.0, sum(win_waits) / wall),
         usage=TreeUsage(
             cpu_util=min(1.0, max(0.0, (cpu1 - cpu0) / (wall * tree.cores))),

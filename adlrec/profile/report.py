@@ -45,7 +45,19 @@ def profile_table(profile: Profile) -> Table:
         "for cold data; wait = time blocked on the loader; loader/s = loader alone; MB/worker = USS"
     )
     table = Table(title=title, caption=caption, caption_justify="left")
-    for name in ("workers", "samples/s", "±rse", "of best", "stall", "prep", "fetch*", "wait", "loader/s", "cpu", "MB/worker"):
+    for name in (
+        "workers",
+        "samples/s",
+        "±rse",
+        "of best",
+        "stall",
+        "prep",
+        "fetch*",
+        "wait",
+        "loader/s",
+        "cpu",
+        "MB/worker",
+    ):
         table.add_column(name, justify="right", no_wrap=True)
     best = profile.best
     for p in profile.points:

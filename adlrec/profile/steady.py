@@ -12,6 +12,7 @@ to its own end and how many samples it carried.  Two questions are answered here
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ def estimate_rate(durations: Sequence[float], sizes: Sequence[int], groups: int 
     # Split into k contiguous groups of (nearly) equal batch counts.
     bounds = [round(i * n / k) for i in range(k + 1)]
     group_rates = []
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         t = sum(durations[lo:hi])
         if t <= 0:
             return Estimate(rate=rate, rse=math.inf, batches=n, seconds=total_t)

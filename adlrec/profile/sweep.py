@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from adlrec.config import Settings
+from adlrec.errors import JobContractError
 from adlrec.job import Job
 from adlrec.profile.decompose import decompose
 from adlrec.profile.device import make_step
 from adlrec.profile.fetch import measure_fetch
 from adlrec.profile.hardware import detect_hardware
-from adlrec.errors import JobContractError
 from adlrec.profile.meter import EndlessSampler, Measurement, describe_error, measure, worker_init
 from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
 
@@ -69,6 +71,8 @@ def profile_job(
         if on_progress is not None:
             on_progress(Progress(stage=stage, done=done, total=total))
 
+    # The sweep goes past the core count on purpose; torch's advice against that is noise here.
+    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
     torch.manual_seed(job.config.seed)
     dataset = job.dataset()
     step = make_step(job, device)
@@ -102,15 +106,11 @@ def profile_job(
     prep0 = 0.0
     for w in range(max_workers + 1):
         warm = 2 * w + 3  # the prefetch burst: every worker's first two batches arrive together
-        prep = _with_loader(
-            DataLoader, dataset, job, w, device, settings.seed,
-            lambda it: run(it, _noop, settings.point_budget_s / 2, warm, f"{job.path.name}: the dataset"),
-        )
+        with _batches(DataLoader, dataset, job, w, device, settings.seed) as it:
+            prep = run(it, _noop, settings.point_budget_s / 2, warm, f"{job.path.name}: the dataset")
         report(f"w={w} loader")
-        train = _with_loader(
-            DataLoader, dataset, job, w, device, settings.seed,
-            lambda it: run(it, step, settings.point_budget_s, warm, f"{job.path.name}: the dataset"),
-        )
+        with _batches(DataLoader, dataset, job, w, device, settings.seed) as it:
+            train = run(it, step, settings.point_budget_s, warm, f"{job.path.name}: the dataset")
         report(f"w={w} train")
         if w == 0:
             prep0 = prep.rate
@@ -141,7 +141,8 @@ def profile_job(
     unstable = [p.workers for p in points if not p.stable]
     if unstable:
         notes.append(
-            f"rse target {settings.rse_target:.0%} not reached within the budget at workers={unstable}"
+            f"throughput error above the {settings.rse_target:.0%} target (or under 10 batches) when the "
+            f"budget ran out at workers={unstable}: raise --budget for tighter figures"
         )
     return Profile(
         workload=job.name,
@@ -194,16 +195,17 @@ def _loader(DataLoader, dataset, job: Job, workers: int, device: DeviceSpec, see
     )
 
 
-def _with_loader(DataLoader, dataset, job, workers, device, seed, body: Callable):
-    """Run ``body(iterator)`` and shut the iterator's workers down however it ends.
+@contextmanager
+def _batches(DataLoader, dataset, job: Job, workers: int, device: DeviceSpec, seed: int) -> Iterator:
+    """A loader's iterator whose workers are shut down however the block ends.
 
-    Dropping the reference is not enough when ``body`` raised: the traceback's frames keep the
+    Dropping the reference is not enough when the block raised: the traceback's frames keep the
     iterator, and its worker processes, alive.  torch has no public close(), so call the method
     its own ``__del__`` calls.
     """
     it = iter(_loader(DataLoader, dataset, job, workers, device, seed))
     try:
-        return body(it)
+        yield it
     finally:
         shutdown = getattr(it, "_shutdown_workers", None)
         if shutdown is not None:

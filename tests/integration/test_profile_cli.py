@@ -69,7 +69,10 @@ def test_sweep_logs_one_complete_curve(tiny_job_path, store, capsys):
 
 
 def test_json_output_is_machine_readable(tiny_job_path, store, capsys):
-    assert main(["profile", str(tiny_job_path), *FAST, "--max-workers", "1", "--json", "--no-log", *store_args(store)]) == 0
+    assert (
+        main(["profile", str(tiny_job_path), *FAST, "--max-workers", "1", "--json", "--no-log", *store_args(store)])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["run_id"] is None
     assert [p["workers"] for p in data["points"]] == [0, 1]
@@ -138,8 +141,19 @@ def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     tracker = T(uri, "adlrec-profiles", artifact_root=blocker / "artifacts")
     tracker.experiment_id()  # created with an artifact location that cannot be written
-    code = main(["profile", str(tiny_job_path), *FAST, "--max-workers", "0", "--tracking-uri", uri,
-                 "--data-dir", str(tmp_path / "d")])
+    code = main(
+        [
+            "profile",
+            str(tiny_job_path),
+            *FAST,
+            "--max-workers",
+            "0",
+            "--tracking-uri",
+            uri,
+            "--data-dir",
+            str(tmp_path / "d"),
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("adlrec: error: could not log run ") and err.endswith("the run is marked FAILED")

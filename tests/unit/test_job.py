@@ -72,7 +72,9 @@ def test_missing_and_non_python_files(tmp_path):
 
 def test_bad_overrides(tmp_path):
     path = write(tmp_path, GOOD)
-    with pytest.raises(JobContractError, match=r"unknown parameter 'sizes' \(PARAMS has: batch_size, flag, mode, scale, size\)"):
+    with pytest.raises(
+        JobContractError, match=r"unknown parameter 'sizes' \(PARAMS has: batch_size, flag, mode, scale, size\)"
+    ):
         load_job(path, overrides={"sizes": "3"})
     with pytest.raises(JobContractError, match="size='big' is not a valid int"):
         load_job(path, overrides={"size": "big"})

@@ -43,8 +43,15 @@ def test_budget_stops_an_unstable_measurement():
     clock = FakeClock()
     durations = itertools.cycle([0.01, 0.5, 0.02, 0.9, 0.05])
     m = measure(
-        itertools.count(), lambda b: clock.advance(next(durations)), clock=clock,
-        batch_size=1, budget_s=3.0, rse_target=0.0001, min_batches=5, warmup_s=0.0, warmup_batches=0,
+        itertools.count(),
+        lambda b: clock.advance(next(durations)),
+        clock=clock,
+        batch_size=1,
+        budget_s=3.0,
+        rse_target=0.0001,
+        min_batches=5,
+        warmup_s=0.0,
+        warmup_batches=0,
     )
     assert not m.stable
     assert 3.0 <= m.seconds < 4.0
@@ -56,15 +63,31 @@ def test_errors_in_the_source_or_step_become_one_line_contract_errors():
         raise ValueError("corrupt file 17.png\nmore detail")
 
     with pytest.raises(JobContractError, match="the dataset raised ValueError: corrupt file 17.png$"):
-        measure(bad_source(), lambda b: None, batch_size=1, budget_s=1, rse_target=0.05, min_batches=2,
-                warmup_s=0, warmup_batches=0)
+        measure(
+            bad_source(),
+            lambda b: None,
+            batch_size=1,
+            budget_s=1,
+            rse_target=0.05,
+            min_batches=2,
+            warmup_s=0,
+            warmup_batches=0,
+        )
 
     def bad_step(b):
         raise RuntimeError("shape mismatch")
 
     with pytest.raises(JobContractError, match="the training step raised RuntimeError: shape mismatch"):
-        measure(iter([1, 2]), bad_step, batch_size=1, budget_s=1, rse_target=0.05, min_batches=2,
-                warmup_s=0, warmup_batches=0)
+        measure(
+            iter([1, 2]),
+            bad_step,
+            batch_size=1,
+            budget_s=1,
+            rse_target=0.05,
+            min_batches=2,
+            warmup_s=0,
+            warmup_batches=0,
+        )
 
 
 def test_endless_sampler_covers_every_index_each_pass_and_is_seeded():
