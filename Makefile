@@ -24,14 +24,56 @@ demo: install
 test: install
 	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/python -m pytest -q
 
-# Re-measure the curves shipped in profiles/ (minutes) into their own store, then export them.
+# Re-measure the curves shipped in profiles/ (about half an hour on 2 cores) into their own store,
+# then export them. Each line of PROFILE_MATRIX is "example device [--param K=V ...]"; the
+# exported JSON records the exact command of each run.
 PROFILE_STORE ?= .adlrec/profiles-store
-PROFILE_DEVICES ?= cpu emulate:10 emulate:30
+PROFILE_BUDGET ?= 3
+define PROFILE_MATRIX
+image cpu
+image emulate:10
+image emulate:30
+text cpu
+text emulate:10
+text emulate:30
+audio cpu
+audio emulate:10
+audio emulate:30
+image emulate:5
+image emulate:20
+image emulate:5 --param aug=heavy
+image emulate:20 --param aug=heavy
+image emulate:5 --param aug=heavy --param batch_size=16
+image emulate:20 --param aug=heavy --param batch_size=16
+image emulate:5 --param image_size=96 --param crop_size=80
+image emulate:20 --param image_size=96 --param crop_size=80
+image emulate:5 --param image_size=48 --param crop_size=40 --param batch_size=64
+image emulate:20 --param image_size=48 --param crop_size=40 --param batch_size=64
+image cpu --param width=8
+text emulate:5
+text emulate:20
+text emulate:5 --param seq_len=256
+text emulate:20 --param seq_len=256
+text emulate:5 --param seq_len=64 --param batch_size=64
+text emulate:20 --param seq_len=64 --param batch_size=64
+text cpu --param d_model=32
+audio emulate:5
+audio emulate:20
+audio emulate:5 --param n_fft=1024
+audio emulate:20 --param n_fft=1024
+audio emulate:5 --param clip_seconds=2.0
+audio emulate:20 --param clip_seconds=2.0
+audio emulate:5 --param sample_rate=8000 --param batch_size=32
+audio emulate:20 --param sample_rate=8000 --param batch_size=32
+audio cpu --param width=8
+endef
+export PROFILE_MATRIX
 profiles: install
 	rm -rf $(PROFILE_STORE) && rm -f profiles/*.json
-	set -e; for ex in image text audio; do for dev in $(PROFILE_DEVICES); do \
-	  MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profile examples/$$ex.py --device $$dev --data-dir $(PROFILE_STORE); \
-	done; done
+	echo "$$PROFILE_MATRIX" | while read -r ex dev rest; do \
+	  MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profile examples/$$ex.py --device $$dev --budget $(PROFILE_BUDGET) \
+	    --data-dir $(PROFILE_STORE) $$rest || exit 1; \
+	done
 	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profiles export --data-dir $(PROFILE_STORE) --out profiles
 
 lint: install
