@@ -13,17 +13,22 @@ import logging
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# ThroughputPyfunc.predict takes a DataFrame on purpose (its signature validates it); MLflow would
+# rather see list[...] type hints and says so on every log and load.
+warnings.filterwarnings("ignore", message="Add type hints to the `predict` method", category=UserWarning)
 # A new SQLite store runs its migrations through alembic, which logs a page of INFO lines.
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
 
 import mlflow  # noqa: E402
+import mlflow.pyfunc  # noqa: E402
 from mlflow.entities import Metric, Param, RunStatus, RunTag  # noqa: E402
 from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -32,7 +37,7 @@ from adlrec.errors import TrackingError, UsageError  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile  # noqa: E402
 
-__all__ = ["ProfileRun", "Tracker"]
+__all__ = ["Champion", "ModelRegistry", "ProfileRun", "ThroughputPyfunc", "Tracker", "log_simulation"]
 
 COMPLETE_TAG = "adlrec.complete"
 PROFILE_ARTIFACT = "profile.json"
@@ -66,7 +71,8 @@ class Tracker:
         self.artifact_root = artifact_root
         if tracking_uri.startswith("sqlite:///"):
             Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
+        self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
     # -- experiment ------------------------------------------------------------------------
     def experiment_id(self, create: bool = True) -> str | None:
@@ -219,3 +225,249 @@ def _is_local(uri: str) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- the throughput model in the MLflow Model Registry ---------------------------------------------
+
+MODEL_NAME = "adlrec-throughput"
+CHAMPION = "champion"
+MODEL_EXPERIMENT = "adlrec-models"
+SPEC_TAG = "adlrec.spec"
+
+
+class ThroughputPyfunc(mlflow.pyfunc.PythonModel):
+    """A fitted throughput model as an ``mlflow.pyfunc`` model.
+
+    Input: one row per (job, worker count): the probe's features (``FEATURE_COLUMNS``) and
+    ``workers``.  Output: a ``throughput`` column, predicted samples/s.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def predict(self, context, model_input, params=None):  # no type hints: MLflow would parse them
+        import pandas as pd
+
+        from adlrec.predict.features import FEATURE_COLUMNS, ProbeError, ProbeFeatures
+
+        if not isinstance(model_input, pd.DataFrame):
+            model_input = pd.DataFrame(model_input)
+        missing = [c for c in (*FEATURE_COLUMNS, "workers") if c not in model_input.columns]
+        if missing:
+            raise ProbeError(f"probe input is missing column(s) {', '.join(missing)}")
+        out = []
+        for i, row in enumerate(model_input.to_dict("records")):
+            w = row["workers"]
+            if not float(w).is_integer() or w < 0:
+                raise ProbeError(f"probe input row {i}: workers={w!r}: expected a whole number >= 0")
+            try:
+                f = ProbeFeatures.from_dict(row)
+            except ProbeError as exc:
+                raise ProbeError(f"row {i}: {exc}") from None
+            out.append(float(self.model.predict(f, [int(w)])[0]))
+        return pd.DataFrame({"throughput": out})
+
+
+def _signature() -> Any:
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    from adlrec.predict.features import FEATURE_COLUMNS
+
+    types = {"batch_size": "long", "cores": "long", "device_kind": "string"}
+    inputs = [ColSpec(types.get(c, "double"), c) for c in FEATURE_COLUMNS] + [ColSpec("long", "workers")]
+    return ModelSignature(inputs=Schema(inputs), outputs=Schema([ColSpec("double", "throughput")]))
+
+
+def _requirements() -> list[str]:
+    """Pinned explicitly: letting MLflow infer them costs seconds and guesses."""
+    from importlib.metadata import version
+
+    from adlrec import __version__
+
+    pins = [f"{d}=={version(d)}" for d in ("scikit-learn", "numpy", "pandas", "cloudpickle")]
+    return [*pins, f"adlrec=={__version__}"]
+
+
+@dataclass(frozen=True)
+class Champion:
+    version: str
+    spec: dict[str, Any]
+    run_id: str | None
+
+
+class ModelRegistry:
+    """The registered throughput model: versions, the champion alias, loading for prediction."""
+
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.models = Tracker(tracking_uri, MODEL_EXPERIMENT, artifact_root)
+        self.client = self.models.client
+
+    def champion(self) -> Champion | None:
+        try:
+            mv = self.client.get_model_version_by_alias(MODEL_NAME, CHAMPION)
+        except MlflowException:
+            return None  # no registered model, or no alias yet
+        spec = json.loads(mv.tags.get(SPEC_TAG, "{}")) or None
+        if spec is None:
+            raise TrackingError(f"{MODEL_NAME} version {mv.version} has no {SPEC_TAG} tag; it was not registered by adlrec")
+        return Champion(version=str(mv.version), spec=spec, run_id=mv.run_id)
+
+    def register(
+        self,
+        model: Any,
+        evaluation: Any,
+        params: dict[str, Any],
+        champion_metrics: dict[str, float] | None = None,
+        example: dict[str, Any] | None = None,
+    ) -> tuple[str, str]:
+        """Log a fit as a run and register its model as a new version; returns (run id, version)."""
+        import pandas as pd
+
+        exp_id = self.models.experiment_id()
+        run = self.client.create_run(exp_id, run_name=f"fit-{model.kind}-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_id = run.info.run_id
+        try:
+            spec = model.spec()
+            all_params = {f"spec.{k}": v for k, v in spec.items()} | params
+            metrics = {f"cv_{k}": v for k, v in evaluation.metrics().items()}
+            metrics |= {f"champion_cv_{k}": v for k, v in (champion_metrics or {}).items()}
+            now = int(time.time() * 1000)
+            self.client.log_batch(
+                run_id,
+                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                params=[Param(k, str(v)[:6000]) for k, v in all_params.items()],
+                tags=[RunTag("adlrec.kind", "model-fit"), RunTag(SPEC_TAG, json.dumps(spec, sort_keys=True))],
+            )
+            with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
+                table = Path(tmp) / "evaluation.csv"
+                pd.DataFrame(list(evaluation.rows)).to_csv(table, index=False)
+                self.client.log_artifact(run_id, str(table))
+            with _uris(self.tracking_uri), mlflow.start_run(run_id=run_id), _quiet("mlflow.pyfunc"):
+                info = mlflow.pyfunc.log_model(
+                    name="model",
+                    python_model=ThroughputPyfunc(model),
+                    signature=_signature(),
+                    input_example=pd.DataFrame([example]) if example else None,
+                    pip_requirements=_requirements(),
+                    registered_model_name=MODEL_NAME,
+                )
+            version = str(info.registered_model_version)
+            self.client.set_model_version_tag(MODEL_NAME, version, SPEC_TAG, json.dumps(spec, sort_keys=True))
+            self.client.set_model_version_tag(MODEL_NAME, version, "cv_median_ape", f"{evaluation.median_ape:.6f}")
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        except BaseException as exc:
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            if isinstance(exc, (OSError, MlflowException)):
+                raise TrackingError(f"could not register the model from run {run_id}: {_first_line(exc)}") from exc
+            raise
+        return run_id, version
+
+    def set_champion(self, version: str) -> None:
+        self.client.set_registered_model_alias(MODEL_NAME, CHAMPION, version)
+
+    def load(self, alias: str = CHAMPION) -> tuple[Any, str] | None:
+        """The pyfunc model at ``models:/adlrec-throughput@alias`` and its version, or None."""
+        try:
+            mv = self.client.get_model_version_by_alias(MODEL_NAME, alias)
+        except MlflowException:
+            return None
+        with _uris(self.tracking_uri):
+            return mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@{alias}"), str(mv.version)
+
+    def versions(self) -> list[Any]:
+        try:
+            return sorted(
+                self.client.search_model_versions(f"name = '{MODEL_NAME}'"), key=lambda mv: int(mv.version)
+            )
+        except MlflowException:
+            return []
+
+
+class _quiet:
+    """Hold a logger at ERROR for a block: MLflow warns that a python_model object is pickled,
+    which is how adlrec ships its own fitted model on purpose."""
+
+    def __init__(self, name: str) -> None:
+        self.logger = logging.getLogger(name)
+
+    def __enter__(self) -> None:
+        self.level = self.logger.level
+        self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.setLevel(self.level)
+
+
+class _uris:
+    """Point MLflow's fluent API at one store for a block, and put the previous one back."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def __enter__(self) -> None:
+        self.saved = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
+        mlflow.set_tracking_uri(self.uri)
+        mlflow.set_registry_uri(self.uri)
+
+    def __exit__(self, *exc: object) -> None:
+        mlflow.set_tracking_uri(self.saved[0])
+        mlflow.set_registry_uri(self.saved[1])
+
+
+# -- simulations (adlrec simulate --log-mlflow) --------------------------------------------------
+SIMULATION_EXPERIMENT = "adlrec-simulations"
+SIMULATION_ARTIFACT = "comparison.csv"
+
+
+def log_simulation(
+    tracker: Tracker,
+    params: dict[str, Any],
+    rows: list[dict[str, Any]],
+    table_csv: str,
+    note: str = "",
+) -> str:
+    """Log one policy comparison as one complete run and return its id.
+
+    ``params`` (policy list, node, trace hash, settings) become run params; every numeric field of
+    each row becomes a metric ``<policy>.<field>``; ``table_csv`` is the ``comparison.csv`` artifact.
+    """
+    exp_id = tracker.experiment_id()
+    assert exp_id is not None
+    client = tracker.client
+    run = client.create_run(
+        exp_id,
+        run_name=f"simulate-{time.strftime('%Y%m%d-%H%M%S')}",
+        tags={"adlrec.kind": "simulation", "mlflow.note.content": note or "adlrec simulate"},
+    )
+    run_id = run.info.run_id
+    try:
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(f"{row['policy']}.{key}", float(value), now, 0)
+            for row in rows
+            for key, value in row.items()
+            if key != "policy" and isinstance(value, (int, float)) and value == value and abs(value) != float("inf")
+        ]
+        for i in range(0, max(1, len(metrics)), 900):
+            client.log_batch(
+                run_id,
+                metrics=metrics[i : i + 900],
+                params=[Param(k, str(v)[:6000]) for k, v in params.items()] if i == 0 else [],
+            )
+        with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
+            path = Path(tmp) / SIMULATION_ARTIFACT
+            path.write_text(table_csv)
+            client.log_artifact(run_id, str(path))
+        client.log_batch(run_id, tags=[RunTag(COMPLETE_TAG, "true")])
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    except BaseException as exc:
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        if isinstance(exc, (OSError, MlflowException)):
+            raise TrackingError(
+                f"could not log run {run_id} to {tracker.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}; "
+                "the run is marked FAILED"
+            ) from exc
+        raise
+    return run_id

@@ -48,3 +48,35 @@ def make_profile(
         f"adlrec profile {workload}.py",
         "2026-12-02T00:00:00+00:00",
     )
+
+
+def synthetic_profiles(workloads: int = 6, devices=("emulate:5", "emulate:20"), max_workers: int = 4, seed: int = 0):
+    """Profiles whose curves follow a hidden pipeline rule, for fitting and evaluating models.
+
+    Each workload has its own per-sample prep cost and batch size; each device its step time.  The
+    "measured" throughput is ``min(0.9 C, P1 * w^0.8)`` with a little noise: close to, but not the
+    same as, the analytic model, so a learned correction has something to learn.
+    """
+    import random
+    from dataclasses import replace
+
+    rng = random.Random(seed)
+    out = []
+    for k in range(workloads):
+        prep_per_sample = rng.uniform(0.3e-3, 3e-3)
+        batch = rng.choice([16, 32, 64])
+        params = {"batch_size": batch, "variant": k}
+        for dev in devices:
+            step_ms = float(dev.split(":")[1])
+            ceiling = batch / (step_ms / 1000)
+            p0 = 1 / prep_per_sample
+            rates = [p0 * (0.8 if w == 1 else 1.0) * max(1, w) ** 0.9 for w in range(max_workers + 1)]
+            curve = [1 / (1 / ceiling + 1 / p0)] + [
+                min(0.9 * ceiling, rates[1] * w**0.8) * rng.uniform(0.97, 1.03) for w in range(1, max_workers + 1)
+            ]
+            base = make_profile(throughputs=curve, device=DeviceSpec("emulate", step_ms), workload=f"wl{k}", params=params)
+            points = tuple(replace(p, prep_rate=rates[p.workers]) for p in base.points)
+            out.append(
+                replace(base, batch_size=batch, points=points, baseline=replace(base.baseline, ceiling=ceiling, prep_rate=p0))
+            )
+    return out

@@ -26,7 +26,7 @@ from adlrec.errors import JobContractError
 from adlrec.job import Job
 from adlrec.profile.decompose import decompose
 from adlrec.profile.device import make_step
-from adlrec.profile.fetch import measure_fetch
+from adlrec.profile.fetch import FetchCost, measure_fetch
 from adlrec.profile.hardware import detect_hardware
 from adlrec.profile.meter import EndlessSampler, Measurement, describe_error, measure, worker_init
 from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
@@ -46,6 +46,94 @@ def default_max_workers(logical_cores: int) -> int:
     return max(1, min(16, logical_cores + 2))
 
 
+class JobBench:
+    """One job on one device, ready to measure: the parts a sweep and a probe are made of."""
+
+    def __init__(self, job: Job, device: DeviceSpec, settings: Settings) -> None:
+        import torch
+
+        # Sweeps go past the core count on purpose; torch's advice against that is noise here.
+        warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+        torch.manual_seed(job.config.seed)
+        self.job, self.device, self.settings = job, device, settings
+        self.dataset = job.dataset()
+        self.step = make_step(job, device)
+
+    def fetch(self) -> FetchCost:
+        files = self.job.files(self.dataset)
+        return measure_fetch(files, len(self.dataset), max_files=self.settings.fetch_sample_files)
+
+    def ceiling(self, budget_s: float) -> Measurement:
+        """Training steps on one batch already on the device: no loader at all."""
+        try:
+            first = next(iter(self._loader(0)))
+        except Exception as exc:
+            raise JobContractError(f"{self.job.path.name}: the dataset raised {describe_error(exc)}") from exc
+        return self._run(itertools.repeat(self.step.place(first)), self.step, budget_s, 3)
+
+    def loader_alone(self, workers: int, budget_s: float) -> Measurement:
+        with self._batches(workers) as it:
+            return self._run(it, _noop, budget_s, _warmup_batches(workers))
+
+    def training(self, workers: int, budget_s: float) -> Measurement:
+        with self._batches(workers) as it:
+            return self._run(it, self.step, budget_s, _warmup_batches(workers))
+
+    def _run(self, batches: Iterator, step_fn: Callable, budget_s: float, warmup_batches: int) -> Measurement:
+        s = self.settings
+        return measure(
+            batches,
+            step_fn,
+            batch_size=self.job.batch_size,
+            budget_s=budget_s,
+            rse_target=s.rse_target,
+            min_batches=s.min_batches,
+            warmup_s=s.warmup_s,
+            warmup_batches=warmup_batches,
+            what=f"{self.job.path.name}: the dataset",
+        )
+
+    def _loader(self, workers: int):
+        import torch
+        from torch.utils.data import DataLoader
+
+        seed = self.settings.seed
+        return DataLoader(
+            self.dataset,
+            batch_size=self.job.batch_size,
+            sampler=EndlessSampler(len(self.dataset), seed),
+            num_workers=workers,
+            collate_fn=self.job.collate_fn,
+            pin_memory=self.device.kind == "cuda",
+            worker_init_fn=worker_init if workers else None,
+            prefetch_factor=2 if workers else None,
+            generator=torch.Generator().manual_seed(seed),
+            # fork where the platform has it: workers inherit the job's module, which adlrec imports
+            # from a path, so spawned workers could not unpickle the job's classes.
+            multiprocessing_context=_FORK if workers else None,
+        )
+
+    @contextmanager
+    def _batches(self, workers: int) -> Iterator[Iterator]:
+        """A loader's iterator whose workers are shut down however the block ends.
+
+        Dropping the reference is not enough when the block raised: the traceback's frames keep
+        the iterator, and its worker processes, alive.  torch has no public close(), so call the
+        method its own ``__del__`` calls.
+        """
+        it = iter(self._loader(workers))
+        try:
+            yield it
+        finally:
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+
+
+def _warmup_batches(workers: int) -> int:
+    return 2 * workers + 3  # the prefetch burst: every worker's first two batches arrive together
+
+
 def profile_job(
     job: Job,
     device: DeviceSpec,
@@ -56,9 +144,6 @@ def profile_job(
     on_progress: Callable[[Progress], None] | None = None,
     hardware: Hardware | None = None,
 ) -> Profile:
-    import torch
-    from torch.utils.data import DataLoader
-
     hardware = hardware or detect_hardware()
     if max_workers is None:
         max_workers = default_max_workers(hardware.logical_cores)
@@ -71,49 +156,19 @@ def profile_job(
         if on_progress is not None:
             on_progress(Progress(stage=stage, done=done, total=total))
 
-    # The sweep goes past the core count on purpose; torch's advice against that is noise here.
-    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-    torch.manual_seed(job.config.seed)
-    dataset = job.dataset()
-    step = make_step(job, device)
-    bs = job.batch_size
-
-    fetch = measure_fetch(job.files(dataset), len(dataset), max_files=settings.fetch_sample_files)
+    bench = JobBench(job, device, settings)
+    budget = settings.point_budget_s
+    fetch = bench.fetch()
     report("fetch")
-
-    def run(batches, step_fn, budget_s: float, warmup_batches: int, what: str) -> Measurement:
-        return measure(
-            batches,
-            step_fn,
-            batch_size=bs,
-            budget_s=budget_s,
-            rse_target=settings.rse_target,
-            min_batches=settings.min_batches,
-            warmup_s=settings.warmup_s,
-            warmup_batches=warmup_batches,
-            what=what,
-        )
-
-    try:
-        first = next(iter(_loader(DataLoader, dataset, job, 0, device, settings.seed)))
-    except Exception as exc:
-        raise JobContractError(f"{job.path.name}: the dataset raised {describe_error(exc)}") from exc
-    placed = step.place(first)
-    ceiling = run(itertools.repeat(placed), step, settings.point_budget_s, 3, f"{job.path.name}: the dataset")
+    ceiling = bench.ceiling(budget)
     report("ceiling")
 
     points: list[ProfilePoint] = []
-    prep0 = 0.0
     for w in range(max_workers + 1):
-        warm = 2 * w + 3  # the prefetch burst: every worker's first two batches arrive together
-        with _batches(DataLoader, dataset, job, w, device, settings.seed) as it:
-            prep = run(it, _noop, settings.point_budget_s / 2, warm, f"{job.path.name}: the dataset")
+        prep = bench.loader_alone(w, budget / 2)
         report(f"w={w} loader")
-        with _batches(DataLoader, dataset, job, w, device, settings.seed) as it:
-            train = run(it, step, settings.point_budget_s, warm, f"{job.path.name}: the dataset")
+        train = bench.training(w, budget)
         report(f"w={w} train")
-        if w == 0:
-            prep0 = prep.rate
         shares = decompose(train.rate, ceiling.rate, prep.rate, max(0.0, fetch.cold_s - fetch.cached_s), w)
         points.append(
             ProfilePoint(
@@ -134,6 +189,7 @@ def profile_job(
                 main_rss_mb=train.usage.main_rss_mb,
             )
         )
+    prep0 = points[0].prep_rate
 
     notes = []
     if device.emulated:
@@ -148,7 +204,7 @@ def profile_job(
         workload=job.name,
         source_hash=job.source_hash,
         params=dict(job.params),
-        batch_size=bs,
+        batch_size=job.batch_size,
         device=device,
         hardware=hardware,
         baseline=Baseline(
@@ -174,39 +230,3 @@ _FORK = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
 def _noop(batch: object) -> None:
     return None
-
-
-def _loader(DataLoader, dataset, job: Job, workers: int, device: DeviceSpec, seed: int):
-    import torch
-
-    return DataLoader(
-        dataset,
-        batch_size=job.batch_size,
-        sampler=EndlessSampler(len(dataset), seed),
-        num_workers=workers,
-        collate_fn=job.collate_fn,
-        pin_memory=device.kind == "cuda",
-        worker_init_fn=worker_init if workers else None,
-        prefetch_factor=2 if workers else None,
-        generator=torch.Generator().manual_seed(seed),
-        # fork where the platform has it: workers inherit the job's module, which adlrec imports
-        # from a path, so spawned workers could not unpickle the job's classes.
-        multiprocessing_context=_FORK if workers else None,
-    )
-
-
-@contextmanager
-def _batches(DataLoader, dataset, job: Job, workers: int, device: DeviceSpec, seed: int) -> Iterator:
-    """A loader's iterator whose workers are shut down however the block ends.
-
-    Dropping the reference is not enough when the block raised: the traceback's frames keep the
-    iterator, and its worker processes, alive.  torch has no public close(), so call the method
-    its own ``__del__`` calls.
-    """
-    it = iter(_loader(DataLoader, dataset, job, workers, device, seed))
-    try:
-        yield it
-    finally:
-        shutdown = getattr(it, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()

@@ -1,0 +1,66 @@
+"""Fit a throughput model on every curve we have, register it, and move the champion alias only
+when it wins the same evaluation.
+
+"The same evaluation" means: the current champion's spec (its kind and hyperparameters) is
+cross-validated again on today's curves, beside the new spec, and the new version becomes champion
+only with a strictly lower median APE.  A champion fitted on fewer curves is not judged by an old
+score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adlrec.predict.evaluate import Curve, Evaluation, cross_validate, curves_from_profiles
+from adlrec.predict.models import make_model
+from adlrec.profile.library import load_profiles
+
+__all__ = ["FitOutcome", "fit_and_register", "gather_curves"]
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    run_id: str
+    version: str
+    evaluation: Evaluation
+    previous_champion: str | None  # version, before this fit
+    champion_evaluation: Evaluation | None  # the previous champion's spec on the same curves
+    promoted: bool
+
+
+def gather_curves(profiles_dir: Path | None, tracker: Any | None) -> list[Curve]:
+    """Curves from the MLflow store (newest first) and from a profiles/ folder, deduplicated."""
+    profiles = []
+    if tracker is not None:
+        profiles += [r.profile for r in tracker.profiles()]
+    if profiles_dir is not None and profiles_dir.is_dir():
+        profiles += load_profiles(profiles_dir)
+    return curves_from_profiles(profiles)
+
+
+def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: Any, sources: str) -> FitOutcome:
+    evaluation = cross_validate(spec, curves)
+    champion = registry.champion()
+    champion_eval = cross_validate(champion.spec, curves) if champion is not None else None
+    model = make_model(spec).fit([c.features for c in curves], [c.throughput for c in curves])
+    run_id, version = registry.register(
+        model,
+        evaluation,
+        params={"curves": len(curves), "workloads": evaluation.groups, "sources": sources},
+        champion_metrics=champion_eval.metrics() if champion_eval else None,
+        example=curves[0].features.to_dict() | {"workers": 1},
+    )
+    promoted = champion_eval is None or evaluation.median_ape < champion_eval.median_ape
+    if promoted:
+        registry.set_champion(version)
+    return FitOutcome(
+        run_id=run_id,
+        version=version,
+        evaluation=evaluation,
+        previous_champion=champion.version if champion else None,
+        champion_evaluation=champion_eval,
+        promoted=promoted,
+    )

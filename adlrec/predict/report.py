@@ -1,0 +1,58 @@
+"""Tables for fits, evaluations and predictions (rich)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from adlrec.predict.evaluate import Evaluation
+from adlrec.schemas import DeviceSpec
+
+__all__ = ["evaluation_table", "fit_table", "prediction_table"]
+
+
+def evaluation_table(evals: Sequence[tuple[str, Evaluation]], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("model", "median APE", "p90 APE", "max error (median)", "best w within 5%", "curves", "workloads"):
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for name, e in evals:
+        table.add_row(
+            name,
+            f"{e.median_ape:.1%}",
+            f"{e.p90_ape:.1%}",
+            f"{e.median_max_error:.1%}",
+            f"{e.best_hit_rate:.0%}",
+            str(e.curves),
+            str(e.groups),
+        )
+    return table
+
+
+def fit_table(outcome) -> Table:
+    rows = [(f"new: {outcome.evaluation.spec['kind']} (v{outcome.version})", outcome.evaluation)]
+    if outcome.champion_evaluation is not None:
+        rows.append(
+            (
+                f"champion: {outcome.champion_evaluation.spec['kind']} (v{outcome.previous_champion})",
+                outcome.champion_evaluation,
+            )
+        )
+    return evaluation_table(rows, "leave-one-workload-out cross validation, same curves for both")
+
+
+def prediction_table(workload: str, device: DeviceSpec, curve: Sequence[float], measured: Sequence[float] | None) -> Table:
+    table = Table(title=f"{workload} on {device.title}: predicted throughput")
+    table.add_column("workers", justify="right")
+    table.add_column("predicted samples/s", justify="right")
+    table.add_column("of max", justify="right")
+    if measured is not None:
+        table.add_column("measured samples/s", justify="right")
+        table.add_column("error", justify="right")
+    peak = max(curve)
+    for w, t in enumerate(curve):
+        row = [str(w), f"{t:,.1f}", f"{t / peak:.0%}"]
+        if measured is not None:
+            row += [f"{measured[w]:,.1f}", f"{(t - measured[w]) / measured[w]:+.1%}"]
+        table.add_row(*row)
+    return table

@@ -1,0 +1,129 @@
+"""The throughput model in a real SQLite MLflow Model Registry: fit, register, alias, load, predict."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from adlrec.cli import main
+from adlrec.predict.evaluate import curves_from_profiles
+from adlrec.predict.features import ProbeError
+from adlrec.predict.fit import fit_and_register
+from adlrec.predict.models import make_model
+from adlrec.profile.library import export_profiles
+from adlrec.tracking import MODEL_NAME, ModelRegistry, ProfileRun
+from tests.factories import synthetic_profiles
+
+SPEC = {"kind": "learned", "n_estimators": 60, "max_depth": 2, "learning_rate": 0.1, "subsample": 0.8, "seed": 0}
+
+
+@pytest.fixture
+def registry(tmp_path):
+    return ModelRegistry(f"sqlite:///{tmp_path / 'm.db'}", artifact_root=tmp_path / "artifacts")
+
+
+@pytest.fixture
+def curves():
+    return curves_from_profiles(synthetic_profiles(workloads=6))
+
+
+def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves):
+    outcome = fit_and_register(curves, SPEC, registry, sources="test")
+    assert outcome.version == "1" and outcome.promoted and outcome.previous_champion is None
+    champ = registry.champion()
+    assert champ.version == "1" and champ.spec == SPEC
+    (mv,) = registry.versions()
+    assert float(mv.tags["cv_median_ape"]) == pytest.approx(outcome.evaluation.median_ape, rel=1e-4)
+    run = registry.client.get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
+    assert "evaluation.csv" in {a.path for a in registry.client.list_artifacts(outcome.run_id)}
+
+
+def test_loading_by_alias_predicts_what_the_fitted_model_predicts(registry, curves):
+    fit_and_register(curves, SPEC, registry, sources="test")
+    pyfunc, version = registry.load()
+    f = curves[0].features
+    rows = pd.DataFrame([f.to_dict() | {"workers": w} for w in range(5)])
+    got = np.asarray(pyfunc.predict(rows)["throughput"])
+    want = make_model(SPEC).fit([c.features for c in curves], [c.throughput for c in curves]).predict(f, range(5))
+    assert got == pytest.approx(want)
+    assert version == "1"
+    assert pyfunc.metadata.get_input_schema().input_names()[-1] == "workers"
+
+
+def test_a_worse_model_is_registered_but_does_not_take_the_alias(registry, curves):
+    first = fit_and_register(curves, SPEC, registry, sources="test")
+    worse = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
+    assert worse.version == "2" and not worse.promoted
+    assert worse.champion_evaluation.median_ape == pytest.approx(first.evaluation.median_ape)
+    assert worse.evaluation.median_ape > worse.champion_evaluation.median_ape
+    assert registry.champion().version == "1"
+    better = fit_and_register(curves, SPEC | {"n_estimators": 200}, registry, sources="test")
+    assert better.promoted == (better.evaluation.median_ape < first.evaluation.median_ape)
+
+
+def test_bad_probe_input_gets_a_clear_error(registry, curves):
+    fit_and_register(curves, SPEC, registry, sources="test")
+    pyfunc, version = registry.load()
+    good = curves[0].features.to_dict() | {"workers": 2}
+    with pytest.raises(ProbeError, match="row 0: probe input ceiling=-5.0"):
+        pyfunc.predict(pd.DataFrame([good | {"ceiling": -5.0}]))
+    with pytest.raises(Exception, match="ceiling"):  # the signature names the missing column
+        pyfunc.predict(pd.DataFrame([{k: v for k, v in good.items() if k != "ceiling"}]))
+
+
+def test_no_registered_model_loads_as_none(registry):
+    assert registry.load() is None and registry.champion() is None and registry.versions() == []
+
+
+def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=4))], folder)
+    uri = f"sqlite:///{tmp_path / 'cli.db'}"
+    args = ["model", "fit", "--profiles", str(folder), "--tracking-uri", uri, "--hparam", "n_estimators=40"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"registered {MODEL_NAME} v1 and moved @champion to it" in out
+    assert main(["model", "fit", "--kind", "interp", "--profiles", str(folder), "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "does not beat champion v1" in out and "@champion stays on v1" in out
+    assert main(["model", "list", "--tracking-uri", uri]) == 0
+    listing = capsys.readouterr().out
+    assert "v1" in listing and "champion" in listing and "v2" in listing
+
+
+def test_model_fit_cli_errors(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'e.db'}"
+    assert main(["model", "fit", "--profiles", str(tmp_path / "none"), "--tracking-uri", uri]) == 2
+    assert "need curves of at least 2 workloads" in capsys.readouterr().err
+    assert main(["model", "fit", "--hparam", "depth=3", "--tracking-uri", uri]) == 2
+    assert "expected KEY=VALUE with KEY one of n_estimators" in capsys.readouterr().err
+
+
+def test_predict_falls_back_to_analytic_then_uses_the_champion(tmp_path, tiny_job_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'p.db'}"
+    base = ["predict", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "3",
+            "--tracking-uri", uri, "--data-dir", str(tmp_path / "d"), "--json"]
+    assert main(base) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        f"adlrec: no registered model {MODEL_NAME}@champion in {uri}; predicting with the analytic model"
+    )
+    data = json.loads(captured.out)
+    assert data["model"].startswith("analytic") and len(data["predicted"]) == 4
+    assert data["probe_budget_share"] <= 0.25 + 1e-9
+
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), SPEC, registry, sources="test")
+    capsys.readouterr()  # MLflow's own "registered" lines
+    assert main(base + ["--compare", "--no-log"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    data = json.loads(captured.out)
+    assert data["model"] == f"{MODEL_NAME}@champion (v1)"
+    assert len(data["measured"]) == 4 and all(t > 0 for t in data["measured"])
+    assert 0 <= data["workers_for_95pct"] <= data["predicted_best_workers"] <= 3

@@ -1,0 +1,51 @@
+import pytest
+
+from adlrec.predict.features import FEATURE_COLUMNS, ProbeError, ProbeFeatures, features_from_profile
+from tests.factories import make_profile
+
+GOOD = dict(
+    ceiling=1000.0, prep_rate_0=500.0, prep_rate_1=400.0, prep_rate_2=780.0, fetch_extra_s=1e-4,
+    batch_size=32, cores=8, device_kind="emulate",
+)
+
+
+def test_round_trip_and_columns():
+    f = ProbeFeatures(**GOOD)
+    assert ProbeFeatures.from_dict(f.to_dict()) == f
+    assert set(FEATURE_COLUMNS) == set(GOOD)
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("ceiling", -1.0, "probe input ceiling=-1.0: expected a finite rate in samples/s > 0"),
+        ("prep_rate_1", float("nan"), "probe input prep_rate_1=nan"),
+        ("fetch_extra_s", -0.1, "probe input fetch_extra_s=-0.1: expected seconds per sample"),
+        ("cores", 0, "probe input cores=0: expected a whole number >= 1"),
+        ("batch_size", True, "probe input batch_size=True"),
+        ("device_kind", "tpu", "probe input device_kind='tpu': expected cpu, cuda or emulate"),
+    ],
+)
+def test_bad_probe_input_names_the_field(field, value, message):
+    with pytest.raises(ProbeError) as err:
+        ProbeFeatures(**(GOOD | {field: value}))
+    assert message in str(err.value)
+
+
+def test_from_dict_reports_missing_and_unparseable_fields():
+    with pytest.raises(ProbeError, match="missing ceiling, cores"):
+        ProbeFeatures.from_dict({k: v for k, v in GOOD.items() if k not in ("ceiling", "cores")})
+    with pytest.raises(ProbeError, match="batch_size=32.5 is not a whole number"):
+        ProbeFeatures.from_dict(GOOD | {"batch_size": 32.5})
+    with pytest.raises(ProbeError, match="could not convert"):
+        ProbeFeatures.from_dict(GOOD | {"ceiling": "fast"})
+
+
+def test_features_from_a_profile_use_its_own_measurements():
+    p = make_profile(throughputs=(10.0, 20.0, 30.0, 31.0))
+    f = features_from_profile(p)
+    assert f.ceiling == p.baseline.ceiling
+    assert (f.prep_rate_0, f.prep_rate_1, f.prep_rate_2) == (20.0, 40.0, 60.0)
+    assert f.cores == p.hardware.logical_cores and f.device_kind == "emulate"
+    with pytest.raises(ProbeError, match="no points at workers=\\[2\\]"):
+        features_from_profile(make_profile(throughputs=(10.0, 20.0)))

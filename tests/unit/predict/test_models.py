@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+
+from adlrec.predict.evaluate import curves_from_profiles
+from adlrec.predict.features import ProbeFeatures
+from adlrec.predict.models import (
+    AnalyticModel,
+    InterpModel,
+    LearnedModel,
+    analytic_curve,
+    make_model,
+    smallest_reaching,
+)
+from tests.factories import synthetic_profiles
+
+
+def feats(**kw):
+    base = dict(ceiling=1000.0, prep_rate_0=300.0, prep_rate_1=250.0, prep_rate_2=500.0, fetch_extra_s=0.0,
+                batch_size=32, cores=4, device_kind="emulate")
+    return ProbeFeatures(**(base | kw))
+
+
+def test_analytic_in_process_loading_is_serial_with_the_step():
+    t0 = analytic_curve(feats(), [0])[0]
+    assert t0 == pytest.approx(1 / (1 / 1000 + 1 / 300))
+
+
+def test_analytic_grows_with_workers_to_the_ceiling_then_contention_bites():
+    f = feats(ceiling=5000.0)
+    t = analytic_curve(f, range(9))
+    assert list(t[1:5]) == sorted(t[1:5])  # 1..4 workers: more is faster on 4 free cores
+    assert t[4] == pytest.approx(250 * 4)  # perfect scaling (P2 = 2 P1)
+    assert t[8] < t[4]  # past the free cores, contention
+    capped = analytic_curve(feats(ceiling=600.0), range(9))
+    assert max(capped) == pytest.approx(600.0)
+
+
+def test_analytic_on_cpu_caps_where_step_and_loading_fill_the_node():
+    f = feats(device_kind="cpu", ceiling=100.0)
+    cap = 1 / (1 / 100 + 1 / (4 * 300))
+    assert max(analytic_curve(f, range(8))) == pytest.approx(cap)
+
+
+def test_interp_is_flat_past_the_probed_points():
+    t = InterpModel().predict(feats(), [0, 1, 2, 3, 6])
+    assert t[1] == 250 and t[2] == 500 and t[3] == 500 and t[4] == 500
+
+
+def test_learned_model_beats_analytic_on_curves_like_its_training_data():
+    profiles = synthetic_profiles(workloads=8)
+    curves = curves_from_profiles(profiles)
+    train, test = curves[:12], curves[12:]
+    model = LearnedModel(n_estimators=200).fit([c.features for c in train], [c.throughput for c in train])
+
+    def mape(m):
+        errs = [abs(m.predict(c.features, range(len(c.throughput))) - np.asarray(c.throughput)) / c.throughput for c in test]
+        return float(np.mean(np.concatenate(errs)))
+
+    assert mape(model) < mape(AnalyticModel())
+
+
+def test_make_model_and_its_errors():
+    assert make_model({"kind": "learned", "max_depth": 2}).spec()["max_depth"] == 2
+    with pytest.raises(ValueError, match="unknown model kind 'tree'"):
+        make_model({"kind": "tree"})
+    with pytest.raises(ValueError, match="bad hyperparameters for learned"):
+        make_model({"kind": "learned", "depth": 2})
+    with pytest.raises(RuntimeError, match="before fit"):
+        LearnedModel().predict(feats(), [1])
+
+
+def test_smallest_reaching():
+    assert smallest_reaching([10, 50, 96, 100, 90]) == 2
+    assert smallest_reaching([100, 10]) == 0
