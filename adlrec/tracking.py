@@ -22,7 +22,7 @@ from typing import Any
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # ThroughputPyfunc.predict takes a DataFrame on purpose (its signature validates it); MLflow would
 # rather see list[...] type hints and says so on every log and load.
-warnings.filterwarnings("ignore", message="Add type hints to the `predict` method", category=UserWarning)
+warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method", category=UserWarning)
 # A new SQLite store runs its migrations through alembic, which logs a page of INFO lines.
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
