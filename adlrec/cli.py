@@ -90,9 +90,22 @@ def _add_model_commands(sub) -> None:
         "adlrec-throughput. The champion alias moves to it only if it beats the current champion's spec "
         "on the same evaluation.",
     )
-    fit.add_argument("--kind", choices=["learned", "analytic", "interp"], default="learned", help="model kind (default learned)")
-    fit.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE", help="a hyperparameter of the learned model, e.g. max_depth=4")
-    fit.add_argument("--profiles", type=Path, default=Path("profiles"), help="folder of exported profiles to train on too (default profiles/)")
+    fit.add_argument(
+        "--kind", choices=["learned", "analytic", "interp"], default="learned", help="model kind (default learned)"
+    )
+    fit.add_argument(
+        "--hparam",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a hyperparameter of the learned model, e.g. max_depth=4",
+    )
+    fit.add_argument(
+        "--profiles",
+        type=Path,
+        default=Path("profiles"),
+        help="folder of exported profiles to train on too (default profiles/)",
+    )
     _store_args(fit)
     lst = ms.add_parser("list", help="list registered versions and the champion")
     _store_args(lst)
@@ -105,10 +118,27 @@ def _add_model_commands(sub) -> None:
         "predicted curve, its maximum and the fewest workers reaching 95%% of it.",
     )
     pr.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract")
-    pr.add_argument("--max-workers", type=_nonneg_int, default=None, help="largest worker count to predict (default: cores + 2, at most 16)")
+    pr.add_argument(
+        "--max-workers",
+        type=_nonneg_int,
+        default=None,
+        help="largest worker count to predict (default: cores + 2, at most 16)",
+    )
     pr.add_argument("--device", default="auto", help="auto | cpu | cuda | emulate:MS; default auto")
-    pr.add_argument("--budget", type=_pos_float, default=None, metavar="SECONDS", help="a full sweep's budget per worker count; the probe gets a quarter of the sweep (default 6)")
-    pr.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="override one of model.py's PARAMS (repeatable)")
+    pr.add_argument(
+        "--budget",
+        type=_pos_float,
+        default=None,
+        metavar="SECONDS",
+        help="a full sweep's budget per worker count; the probe gets a quarter of the sweep (default 6)",
+    )
+    pr.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one of model.py's PARAMS (repeatable)",
+    )
     pr.add_argument("--compare", action="store_true", help="also run the full sweep and print predicted vs measured")
     pr.add_argument("--no-log", action="store_true", help="with --compare: do not log the sweep to MLflow")
     pr.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -418,8 +448,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     console.print(prediction_table(job.name, device, curve, measured))
     console.print(f"model: {source}")
     console.print(
-        f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; "
-        f"{enough_w} workers reach 95% of it"
+        f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; {enough_w} workers reach 95% of it"
     )
     line = f"probe: {probe.seconds:.1f} s"
     if sweep_s is not None:
@@ -562,13 +591,14 @@ def _nonneg_float(text: str) -> float:
     return v
 
 
-def _catalog(folder: Path) -> dict:
-    from adlrec.simulate.trace import profile_catalog
+def _profiles(folder: Path):
+    """The profiles in ``folder``: as (file stem, profile) pairs and as a catalogue of names."""
+    from adlrec.simulate.trace import profile_catalog, profile_files
 
     if not folder.is_dir():
         raise UsageError(f"profiles folder {folder} not found (use --profiles)")
     try:
-        return profile_catalog(folder)
+        return profile_files(folder), profile_catalog(folder)
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"profiles folder {folder}: a profile file is malformed: {exc}") from None
 
@@ -611,7 +641,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         main_cpu=args.main_cpu,
     )
     rows, digest = read_trace(args.trace)
-    jobs = build_jobs(rows, _catalog(args.profiles), node, source=str(args.trace))
+    jobs = build_jobs(rows, _profiles(args.profiles)[1], node, source=str(args.trace))
     try:
         runs = compare_policies(jobs, {n: POLICIES[n] for n in names}, node, config)
     except (InfeasibleRequest, SimulationError) as exc:
@@ -657,7 +687,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from adlrec.simulate import Node, TraceSpec, format_trace, generate_trace
     from adlrec.simulate.generate import trace_profiles
 
-    catalog = _catalog(args.profiles)
+    files, _ = _profiles(args.profiles)
     node = Node(cores=args.cores, gpus=args.gpus)
     try:
         spec = TraceSpec(
@@ -669,10 +699,10 @@ def _cmd_trace(args: argparse.Namespace) -> int:
             num_workers=args.num_workers,
             include_cpu=args.include_cpu,
         )
-        rows = generate_trace(catalog, node, spec)
+        rows = generate_trace(files, node, spec)
     except ValueError as exc:
         raise UsageError(f"cannot generate a trace from {args.profiles}: {exc}") from None
-    drawn = [name for name, _ in trace_profiles(catalog, args.include_cpu)]
+    drawn = [name for name, _ in trace_profiles(files, args.include_cpu)]
     comments = [
         f"adlrec {shlex.join(args.argv)}",
         f"{spec.jobs} jobs, seed {spec.seed}, offered GPU load {spec.load:g} on {node.gpus} GPUs, "

@@ -12,10 +12,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = [
+    "AllocationPlan",
+    "AllocationRequest",
     "Baseline",
     "DeviceSpec",
     "GpuInfo",
     "Hardware",
+    "JobDemand",
+    "OBJECTIVES",
     "Profile",
     "ProfilePoint",
 ]
@@ -191,3 +195,135 @@ class Profile:
 
 def _field_names(cls: type) -> set[str]:
     return {f.name for f in fields(cls)}
+
+
+# -- allocation: what the allocator is asked and what it answers ------------------------------
+OBJECTIVES = ("busy_gpus", "throughput", "weighted")
+
+
+@dataclass(frozen=True)
+class JobDemand:
+    """One running job as the allocator sees it: its predicted curve, its needs and its bounds."""
+
+    job_id: str
+    curve: tuple[float, ...]  # predicted samples/s T(w) with w loader workers, for w = 0..len(curve)-1
+    gpus: int = 1  # accelerators the job holds (the busy-GPUs objective weighs its throughput by this)
+    weight: float = 1.0  # priority under the "weighted" objective
+    min_workers: int = 0  # fewest loader workers the job may get
+    max_workers: int | None = None  # most loader workers; None: the curve's last index
+    mem_per_worker_mb: int = 0  # whole MB of memory each loader worker holds (copy-on-read pages included)
+    current_workers: int | None = None  # workers it runs with now; None: a new job (no switching cost)
+    requested_workers: int = 8  # what its script asked for (num_workers x ranks); used by the `fixed` policy
+    main_cores: int = 1  # cores its main (training) processes need: one per rank, not available to workers
+
+    def __post_init__(self) -> None:
+        if not self.curve:
+            raise ValueError(f"job {self.job_id!r}: curve must have at least the w=0 point")
+        if any(not (t >= 0 and t < float("inf")) for t in self.curve):
+            raise ValueError(f"job {self.job_id!r}: curve values must be finite and >= 0")
+        if self.gpus < 0 or self.weight < 0 or self.mem_per_worker_mb < 0 or self.main_cores < 0:
+            raise ValueError(f"job {self.job_id!r}: gpus, weight, mem_per_worker_mb, main_cores must be >= 0")
+        if not 0 <= self.min_workers <= self.hi <= len(self.curve) - 1:
+            raise ValueError(
+                f"job {self.job_id!r}: need 0 <= min_workers ({self.min_workers}) <= max_workers ({self.hi}) "
+                f"<= len(curve) - 1 ({len(self.curve) - 1})"
+            )
+        if self.current_workers is not None and self.current_workers < 0:
+            raise ValueError(f"job {self.job_id!r}: current_workers must be >= 0")
+        if self.requested_workers < 0:
+            raise ValueError(f"job {self.job_id!r}: requested_workers must be >= 0")
+
+    @property
+    def hi(self) -> int:
+        """The effective upper bound on workers."""
+        return len(self.curve) - 1 if self.max_workers is None else self.max_workers
+
+    @property
+    def peak(self) -> float:
+        """T(max): the highest predicted throughput at any worker count."""
+        return max(self.curve)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"curve": list(self.curve)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobDemand:
+        d = {k: v for k, v in d.items() if k in _field_names(cls)}
+        return cls(**(d | {"curve": tuple(float(t) for t in d["curve"])}))
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """A snapshot of one node for the allocator: its budgets, its jobs, and what to optimise."""
+
+    cores: int  # logical cores of the node; every job's main_cores come off this before workers
+    memory_mb: int  # whole MB of memory available to loader workers (main processes already excluded)
+    jobs: tuple[JobDemand, ...]  # the jobs running on the node, in a stable order (ties go to earlier jobs)
+    objective: str = "busy_gpus"  # one of OBJECTIVES: busy_gpus | throughput | weighted
+    threshold: float = 0.0  # hysteresis: a change must gain this fraction of the job's full-speed value
+
+    def __post_init__(self) -> None:
+        if self.cores < 0 or self.memory_mb < 0:
+            raise ValueError("cores and memory_mb must be >= 0")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not self.threshold >= 0:
+            raise ValueError(f"threshold must be >= 0, got {self.threshold}")
+        ids = [j.job_id for j in self.jobs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("job ids must be unique")
+
+    @property
+    def worker_cores(self) -> int:
+        """The core budget for loader workers: node cores minus every job's main processes."""
+        return self.cores - sum(j.main_cores for j in self.jobs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cores": self.cores,
+            "memory_mb": self.memory_mb,
+            "jobs": [j.to_dict() for j in self.jobs],
+            "objective": self.objective,
+            "threshold": self.threshold,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AllocationRequest:
+        return cls(
+            cores=int(d["cores"]),
+            memory_mb=int(d["memory_mb"]),
+            jobs=tuple(JobDemand.from_dict(j) for j in d["jobs"]),
+            objective=d.get("objective", "busy_gpus"),
+            threshold=float(d.get("threshold", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
+class AllocationPlan:
+    """The allocator's answer: workers per job (keyed by job id, in the request's order) and why."""
+
+    policy: str  # the policy that made it: fixed | even | greedy | optimal | maxmin
+    workers: dict[str, int]  # loader workers per job id
+    throughput: dict[str, float]  # predicted samples/s per job id at its workers (no contention)
+    objective: float  # the request's objective at this plan (without the hysteresis penalty)
+    penalty: float  # hysteresis cost paid: threshold x full-speed value, summed over jobs that change
+    cores_used: int  # workers plus main processes of all jobs; above the node's cores means oversubscribed
+    memory_used_mb: int  # memory of all workers
+    reasons: dict[str, str]  # one short human sentence per job id
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AllocationPlan:
+        d = {k: v for k, v in d.items() if k in _field_names(cls)}
+        return cls(
+            policy=d["policy"],
+            workers={k: int(v) for k, v in d["workers"].items()},
+            throughput={k: float(v) for k, v in d["throughput"].items()},
+            objective=float(d["objective"]),
+            penalty=float(d["penalty"]),
+            cores_used=int(d["cores_used"]),
+            memory_used_mb=int(d["memory_used_mb"]),
+            reasons=dict(d["reasons"]),
+        )

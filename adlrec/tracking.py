@@ -311,7 +311,9 @@ class ModelRegistry:
             return None  # no registered model, or no alias yet
         spec = json.loads(mv.tags.get(SPEC_TAG, "{}")) or None
         if spec is None:
-            raise TrackingError(f"{MODEL_NAME} version {mv.version} has no {SPEC_TAG} tag; it was not registered by adlrec")
+            raise TrackingError(
+                f"{MODEL_NAME} version {mv.version} has no {SPEC_TAG} tag; it was not registered by adlrec"
+            )
         return Champion(version=str(mv.version), spec=spec, run_id=mv.run_id)
 
     def register(
@@ -378,9 +380,7 @@ class ModelRegistry:
 
     def versions(self) -> list[Any]:
         try:
-            return sorted(
-                self.client.search_model_versions(f"name = '{MODEL_NAME}'"), key=lambda mv: int(mv.version)
-            )
+            return sorted(self.client.search_model_versions(f"name = '{MODEL_NAME}'"), key=lambda mv: int(mv.version))
         except MlflowException:
             return []
 

@@ -41,8 +41,11 @@ def main() -> int:
     if len({c.group for c in curves}) < 2:
         print(f"need curves of at least 2 workloads; found {len(curves)} in {args.profiles}", file=sys.stderr)
         return 2
-    specs = [("analytic (a)", {"kind": "analytic"}), ("interp, Synergy-style (b)", {"kind": "interp"}),
-             ("learned (c)", LearnedModel().spec())]
+    specs = [
+        ("analytic (a)", {"kind": "analytic"}),
+        ("interp, Synergy-style (b)", {"kind": "interp"}),
+        ("learned (c)", LearnedModel().spec()),
+    ]
     evals = [(name, cross_validate(spec, curves)) for name, spec in specs]
     console = Console(width=140)
     console.print(evaluation_table(evals, f"leave-one-workload-out CV over {len(curves)} curves in {args.profiles}"))

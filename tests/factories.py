@@ -74,9 +74,16 @@ def synthetic_profiles(workloads: int = 6, devices=("emulate:5", "emulate:20"), 
             curve = [1 / (1 / ceiling + 1 / p0)] + [
                 min(0.9 * ceiling, rates[1] * w**0.8) * rng.uniform(0.97, 1.03) for w in range(1, max_workers + 1)
             ]
-            base = make_profile(throughputs=curve, device=DeviceSpec("emulate", step_ms), workload=f"wl{k}", params=params)
+            base = make_profile(
+                throughputs=curve, device=DeviceSpec("emulate", step_ms), workload=f"wl{k}", params=params
+            )
             points = tuple(replace(p, prep_rate=rates[p.workers]) for p in base.points)
             out.append(
-                replace(base, batch_size=batch, points=points, baseline=replace(base.baseline, ceiling=ceiling, prep_rate=p0))
+                replace(
+                    base,
+                    batch_size=batch,
+                    points=points,
+                    baseline=replace(base.baseline, ceiling=ceiling, prep_rate=p0),
+                )
             )
     return out

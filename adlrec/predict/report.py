@@ -41,7 +41,9 @@ def fit_table(outcome) -> Table:
     return evaluation_table(rows, "leave-one-workload-out cross validation, same curves for both")
 
 
-def prediction_table(workload: str, device: DeviceSpec, curve: Sequence[float], measured: Sequence[float] | None) -> Table:
+def prediction_table(
+    workload: str, device: DeviceSpec, curve: Sequence[float], measured: Sequence[float] | None
+) -> Table:
     table = Table(title=f"{workload} on {device.title}: predicted throughput")
     table.add_column("workers", justify="right")
     table.add_column("predicted samples/s", justify="right")

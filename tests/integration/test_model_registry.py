@@ -106,8 +106,21 @@ def test_model_fit_cli_errors(tmp_path, capsys):
 
 def test_predict_falls_back_to_analytic_then_uses_the_champion(tmp_path, tiny_job_path, capsys):
     uri = f"sqlite:///{tmp_path / 'p.db'}"
-    base = ["predict", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "3",
-            "--tracking-uri", uri, "--data-dir", str(tmp_path / "d"), "--json"]
+    base = [
+        "predict",
+        str(tiny_job_path),
+        "--device",
+        "emulate:2",
+        "--budget",
+        "0.4",
+        "--max-workers",
+        "3",
+        "--tracking-uri",
+        uri,
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--json",
+    ]
     assert main(base) == 0
     captured = capsys.readouterr()
     assert captured.err.strip() == (

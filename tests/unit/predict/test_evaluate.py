@@ -32,7 +32,9 @@ def test_a_perfect_model_scores_zero():
     exact = []
     for p in synthetic_profiles(workloads=3, devices=("emulate:10",)):
         truth = analytic_curve(features_from_profile(p), range(len(p.points)))
-        exact.append(replace(p, points=tuple(replace(q, throughput=float(t)) for q, t in zip(p.points, truth, strict=True))))
+        exact.append(
+            replace(p, points=tuple(replace(q, throughput=float(t)) for q, t in zip(p.points, truth, strict=True)))
+        )
     ev = cross_validate({"kind": "analytic"}, curves_from_profiles(exact))
     assert ev.median_ape == pytest.approx(0.0, abs=1e-12)
     assert ev.best_hit_rate == 1.0

@@ -4,8 +4,14 @@ from adlrec.predict.features import FEATURE_COLUMNS, ProbeError, ProbeFeatures, 
 from tests.factories import make_profile
 
 GOOD = dict(
-    ceiling=1000.0, prep_rate_0=500.0, prep_rate_1=400.0, prep_rate_2=780.0, fetch_extra_s=1e-4,
-    batch_size=32, cores=8, device_kind="emulate",
+    ceiling=1000.0,
+    prep_rate_0=500.0,
+    prep_rate_1=400.0,
+    prep_rate_2=780.0,
+    fetch_extra_s=1e-4,
+    batch_size=32,
+    cores=8,
+    device_kind="emulate",
 )
 
 

@@ -15,8 +15,16 @@ from tests.factories import synthetic_profiles
 
 
 def feats(**kw):
-    base = dict(ceiling=1000.0, prep_rate_0=300.0, prep_rate_1=250.0, prep_rate_2=500.0, fetch_extra_s=0.0,
-                batch_size=32, cores=4, device_kind="emulate")
+    base = dict(
+        ceiling=1000.0,
+        prep_rate_0=300.0,
+        prep_rate_1=250.0,
+        prep_rate_2=500.0,
+        fetch_extra_s=0.0,
+        batch_size=32,
+        cores=4,
+        device_kind="emulate",
+    )
     return ProbeFeatures(**(base | kw))
 
 
@@ -53,7 +61,9 @@ def test_learned_model_beats_analytic_on_curves_like_its_training_data():
     model = LearnedModel(n_estimators=200).fit([c.features for c in train], [c.throughput for c in train])
 
     def mape(m):
-        errs = [abs(m.predict(c.features, range(len(c.throughput))) - np.asarray(c.throughput)) / c.throughput for c in test]
+        errs = [
+            abs(m.predict(c.features, range(len(c.throughput))) - np.asarray(c.throughput)) / c.throughput for c in test
+        ]
         return float(np.mean(np.concatenate(errs)))
 
     assert mape(model) < mape(AnalyticModel())

@@ -1,0 +1,146 @@
+"""``optimal``: the exact integer optimum, by dynamic programming over cores.
+
+Maximises ``sum_j v_j(w_j)`` subject to ``sum_j w_j <= B`` (the worker cores: node cores minus every
+job's main processes), ``sum_j w_j * m_j <= M`` (memory) and ``min_j <= w_j <= max_j``, where ``v_j`` is
+the objective value minus the hysteresis switching cost wherever ``w_j != current_j``.  Nothing is
+assumed about the curves' shape, so it is correct for non-concave curves, where ``greedy`` is not.
+
+Cores: ``best[c]`` is the highest value the jobs seen so far reach with exactly ``c`` worker cores;
+adding job ``j`` is a (max, +) convolution with ``v_j``, vectorised with numpy.  O(jobs x cores x
+max_workers) time.
+
+Memory is exact too, and only paid for when it can bind: memory is accounted in whole MB (the
+request's fields are integers), so with ``g`` the greatest common divisor of the jobs' per-worker
+memory, every usage is a multiple of ``g`` and a second DP dimension over ``floor(M / g) + 1`` memory
+cells loses nothing.  That dimension is added only when the largest memory any core-feasible plan
+could use (the ``B`` workers placed on the most memory-hungry jobs) exceeds ``M``; then the cost is
+O(jobs x cores x max_workers x M / g) time and one (cores x M / g) table per job of memory, from which
+the choices are recovered by recomputing each stage's sum.  Per-worker memory in round units (e.g.
+multiples of 100 MB) keeps ``M / g`` small; a ``g`` of 1 MB on a node with hundreds of GB does not.
+
+Worker counts that are worth no more than some smaller count are skipped (they use more of both
+resources for no more value), which keeps the optimum exact and, once curves saturate, leaves few
+counts per job.  Among plans of equal value it returns the one with the fewest workers (then the
+least memory).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from adlrec.allocate.common import build_plan, check_feasible, penalised_values
+from adlrec.schemas import AllocationPlan, AllocationRequest
+
+__all__ = ["max_memory_use", "optimal"]
+
+_NEG = -np.inf
+
+
+def max_memory_use(request: AllocationRequest) -> int:
+    """The most memory a plan within the core budget and per-job bounds could use (exact)."""
+    jobs = request.jobs
+    used = sum(j.min_workers * j.mem_per_worker_mb for j in jobs)
+    free = request.worker_cores - sum(j.min_workers for j in jobs)
+    for j in sorted(jobs, key=lambda j: -j.mem_per_worker_mb):
+        take = min(free, j.hi - j.min_workers)
+        used += take * j.mem_per_worker_mb
+        free -= take
+    return used
+
+
+def optimal(request: AllocationRequest) -> AllocationPlan:
+    check_feasible(request)
+    jobs = request.jobs
+    if not jobs:
+        return build_plan(request, "optimal", [])
+    values = [np.asarray(penalised_values(j, request), dtype=float) for j in jobs]
+    if max_memory_use(request) > request.memory_mb:
+        workers = _dp_cores_memory(request, values)
+        note = "exact optimum (DP over cores and memory)"
+    else:
+        workers = _dp_cores(request, values)
+        note = "exact optimum (DP over cores)"
+    return build_plan(request, "optimal", workers, [note] * len(jobs))
+
+
+def _useful(job, v: np.ndarray, budget: int) -> np.ndarray:
+    """Worker counts worth considering: ``min_workers`` and each count worth strictly more than all fewer.
+
+    A count whose value does not beat some smaller count's is dominated (more cores and memory, no more
+    value), so dropping it keeps the optimum exact; it leaves few counts once a curve saturates.
+    """
+    ws = np.arange(job.min_workers, min(job.hi, budget) + 1)
+    if ws.size == 0:
+        return ws
+    vals = v[ws]
+    before = np.maximum.accumulate(np.concatenate(([-np.inf], vals[:-1])))
+    keep = vals > before
+    keep[0] = True
+    return ws[keep]
+
+
+def _tol(best: float) -> float:
+    return 1e-9 * max(1.0, abs(best))
+
+
+def _dp_cores(request: AllocationRequest, values: list[np.ndarray]) -> list[int]:
+    budget = request.worker_cores
+    c = np.arange(budget + 1)
+    best = np.full(budget + 1, _NEG)
+    best[0] = 0.0
+    choices = []
+    for j, v in zip(request.jobs, values, strict=True):
+        ws = _useful(j, v, budget)
+        prev = c[:, None] - ws[None, :]  # cores used before this job, for each (c, w)
+        cand = np.where(prev >= 0, best[np.clip(prev, 0, None)], _NEG) + v[ws][None, :]
+        arg = np.argmax(cand, axis=1)  # first maximum: the fewest workers on ties
+        best = cand[c, arg]
+        choices.append(ws[arg])
+    top = best.max()
+    cell = int(np.argmax(best >= top - _tol(top)))  # fewest cores among the optimal plans
+    workers = [0] * len(request.jobs)
+    for i in range(len(request.jobs) - 1, -1, -1):
+        workers[i] = int(choices[i][cell])
+        cell -= workers[i]
+    return workers
+
+
+def _dp_cores_memory(request: AllocationRequest, values: list[np.ndarray]) -> list[int]:
+    jobs = request.jobs
+    budget = request.worker_cores
+    unit = math.gcd(*(j.mem_per_worker_mb for j in jobs)) or 1  # every usage is a multiple of this
+    cells = request.memory_mb // unit
+    q = [j.mem_per_worker_mb // unit for j in jobs]
+    best = np.full((budget + 1, cells + 1), _NEG)
+    best[0, 0] = 0.0
+    reach_c = reach_k = 0  # the jobs so far use at most this many cores and memory cells
+    stages = [best]  # the table before each job, to recover the choices afterwards
+    options = []
+    for j, v, qj in zip(jobs, values, q, strict=True):
+        new = np.full_like(best, _NEG)
+        ws = [w for w in _useful(j, v, budget).tolist() if w * qj <= cells]
+        for w in ws:
+            dm = w * qj
+            rows, cols = min(reach_c, budget - w) + 1, min(reach_k, cells - dm) + 1
+            dst = new[w : w + rows, dm : dm + cols]
+            np.maximum(dst, best[:rows, :cols] + v[w], out=dst)
+        reach_c = min(budget, reach_c + ws[-1])
+        reach_k = min(cells, reach_k + ws[-1] * qj)
+        best = new
+        stages.append(best)
+        options.append(ws)
+    top = best.max()
+    ok = np.argwhere(best >= top - _tol(top))  # row-major: fewest cores, then least memory
+    c, k = (int(x) for x in ok[0])
+    workers = [0] * len(jobs)
+    for i in range(len(jobs) - 1, -1, -1):
+        # the fewest workers that reproduce this cell's value (the same float sum, so equality is exact)
+        target, prev, v = stages[i + 1][c, k], stages[i], values[i]
+        workers[i] = next(
+            w for w in options[i] if w <= c and w * q[i] <= k and prev[c - w, k - w * q[i]] + v[w] == target
+        )
+        c -= workers[i]
+        k -= workers[i] * q[i]
+    return workers

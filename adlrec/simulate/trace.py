@@ -1,0 +1,207 @@
+"""The CSV trace format (docs/simulate.md), the catalogue of profiles a trace names, and trace -> jobs.
+
+A trace is a CSV file with a header; lines starting with ``#`` are comments.  Required columns:
+``job_id,arrival_s,work_samples,profile,gpus,requested_workers``; optional: ``weight``.  Every
+mistake is a :class:`~adlrec.errors.UsageError` naming the line and column and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adlrec.errors import UsageError
+from adlrec.profile.library import load_profiles, profile_key
+from adlrec.schemas import Profile
+from adlrec.simulate.curves import job_curve, pipeline_params
+from adlrec.simulate.records import Node, TraceJob
+
+__all__ = [
+    "OPTIONAL_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "TraceRow",
+    "build_jobs",
+    "format_trace",
+    "parse_trace",
+    "profile_catalog",
+    "profile_files",
+    "profile_name",
+    "read_trace",
+    "trace_hash",
+]
+
+REQUIRED_COLUMNS = ("job_id", "arrival_s", "work_samples", "profile", "gpus", "requested_workers")
+OPTIONAL_COLUMNS = ("weight",)
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One line of a trace file."""
+
+    job_id: str
+    arrival_s: float  # seconds from the start of the trace
+    work_samples: float  # samples to train on
+    profile: str  # a profile in the catalogue: file name, workload@device, or profile key
+    gpus: int  # GPUs (ranks) the job holds
+    requested_workers: int  # num_workers its script sets, per rank
+    weight: float = 1.0  # priority under the weighted objective
+    line: int = field(default=0, compare=False)  # where it was read from (0: not from a file)
+
+
+def profile_name(p: Profile) -> str:
+    """The name a generated trace uses for a profile: ``workload@device``."""
+    return f"{p.workload}@{p.device.label}"
+
+
+def profile_files(folder: Path) -> list[tuple[str, Profile]]:
+    """Every profile in ``folder`` with its file stem (the name generated traces use), by file name."""
+    files = sorted(folder.glob("*.json"))  # load_profiles reads the same files in this order
+    return [(f.stem, p) for f, p in zip(files, load_profiles(folder), strict=True)]
+
+
+def profile_catalog(folder: Path) -> dict[str, Profile]:
+    """Every profile in ``folder`` under each name a trace may use for it.
+
+    Names: the file name, its stem, ``workload@device`` and the 10-character profile key.  A name that
+    two profiles share (``workload@device`` for two parameter sets) is dropped: use the file name.
+    """
+    names: dict[str, Profile] = {}
+    shared: set[str] = set()
+    for stem, p in profile_files(folder):
+        for name in (f"{stem}.json", stem, profile_name(p), profile_key(p)):
+            if name in names and names[name] != p:
+                shared.add(name)
+            names[name] = p
+    return {k: v for k, v in names.items() if k not in shared}
+
+
+def _number(kind: type, check: Callable[[float], bool], expected: str):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            return None, expected
+        if isinstance(v, float) and not math.isfinite(v):
+            return None, expected
+        return (v, "") if check(v) else (None, expected)
+
+    return parse
+
+
+_PARSERS = {
+    "arrival_s": _number(float, lambda v: v >= 0, "a number of seconds >= 0"),
+    "work_samples": _number(float, lambda v: v > 0, "a number of samples > 0"),
+    "gpus": _number(int, lambda v: v >= 1, "a whole number of GPUs >= 1"),
+    "requested_workers": _number(int, lambda v: v >= 0, "a whole number of workers >= 0"),
+    "weight": _number(float, lambda v: v >= 0, "a weight >= 0"),
+}
+
+
+def parse_trace(text: str, source: str = "trace") -> list[TraceRow]:
+    """Parse a trace's text; ``source`` names it in error messages."""
+    header: list[str] | None = None
+    rows: list[TraceRow] = []
+    first_line: dict[str, int] = {}
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        cells = [c.strip() for c in next(csv.reader([raw]))]
+        if header is None:
+            missing = [c for c in REQUIRED_COLUMNS if c not in cells]
+            unknown = [c for c in cells if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+            if missing or unknown or len(set(cells)) != len(cells):
+                raise UsageError(
+                    f"{source} line {n}: expected a header with columns {','.join(REQUIRED_COLUMNS)} "
+                    f"(optional: {','.join(OPTIONAL_COLUMNS)}), got {raw.strip()!r}"
+                )
+            header = cells
+            continue
+        if len(cells) != len(header):
+            raise UsageError(f"{source} line {n}: expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
+        values: dict[str, object] = {}
+        for col, cell in zip(header, cells, strict=True):
+            if col in _PARSERS:
+                v, expected = _PARSERS[col](cell)
+                if v is None:
+                    raise UsageError(f"{source} line {n}, column {col}: expected {expected}, got {cell!r}")
+                values[col] = v
+            elif not cell:
+                raise UsageError(f"{source} line {n}, column {col}: expected a non-empty value")
+            else:
+                values[col] = cell
+        job_id = str(values["job_id"])
+        if job_id in first_line:
+            raise UsageError(
+                f"{source} line {n}, column job_id: expected a unique id, {job_id!r} is already on line "
+                f"{first_line[job_id]}"
+            )
+        first_line[job_id] = n
+        rows.append(TraceRow(**values, line=n))  # type: ignore[arg-type]
+    if header is None:
+        raise UsageError(f"{source}: empty; expected a header line {','.join(REQUIRED_COLUMNS)}")
+    if not rows:
+        raise UsageError(f"{source}: no jobs after the header")
+    return rows
+
+
+def read_trace(path: Path) -> tuple[list[TraceRow], str]:
+    """The rows of a trace file and the hash of its bytes."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    return parse_trace(text, source=str(path)), trace_hash(text)
+
+
+def trace_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def format_trace(rows: Iterable[TraceRow], comments: Sequence[str] = ()) -> str:
+    """A trace's CSV text; ``comments`` go first, each as a ``#`` line."""
+    lines = [f"# {c}" for c in comments]
+    lines.append(",".join(REQUIRED_COLUMNS + OPTIONAL_COLUMNS))
+    for r in rows:
+        lines.append(
+            f"{r.job_id},{r.arrival_s:.1f},{r.work_samples:.0f},{r.profile},{r.gpus},{r.requested_workers},{r.weight:g}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def build_jobs(
+    rows: Sequence[TraceRow], catalog: Mapping[str, Profile], node: Node, source: str = "trace"
+) -> list[TraceJob]:
+    """Each row as a job with its curve on ``node`` (derived from its profile, see curves.py)."""
+    jobs = []
+    for r in rows:
+        profile = catalog.get(r.profile)
+        if profile is None:
+            known = sorted(k for k in catalog if "@" in k)
+            hint = f"e.g. a file stem, or one of {', '.join(known)}" if known else "the profiles folder has no profiles"
+            raise UsageError(f"{source} line {r.line}, column profile: no profile named {r.profile!r} ({hint})")
+        if r.gpus > node.gpus:
+            raise UsageError(
+                f"{source} line {r.line}, column gpus: the node has {node.gpus} GPUs, the job asks {r.gpus}"
+            )
+        try:
+            params = pipeline_params(profile)
+        except ValueError as exc:
+            raise UsageError(f"{source} line {r.line}, column profile: {exc}") from None
+        jobs.append(
+            TraceJob(
+                job_id=r.job_id,
+                arrival_s=r.arrival_s,
+                work_samples=r.work_samples,
+                curve=job_curve(params, r.gpus, node.cores),
+                gpus=r.gpus,
+                requested_workers=r.requested_workers,
+                mem_per_worker_mb=params.mem_per_worker_mb,
+                weight=r.weight,
+                profile=r.profile,
+            )
+        )
+    return jobs

@@ -1,0 +1,148 @@
+"""Allocation policies compared on paper-like traces: prints tables, asserts nothing.
+
+    python bench/policies.py [--seeds 1 2 3 4 5] [--jobs 40] [--profiles profiles]
+
+The workload (ours: the seed publishes none), fixed before any result was seen:
+  node      8 GPUs, 32 cores, 256 GB for loader workers
+  trace     `adlrec trace generate` defaults: 40 jobs, Poisson arrivals at offered GPU load 1.0,
+            10-120 min at full speed (log-uniform), 60/25/15% on 1/2/4 GPUs, num_workers=8 per rank,
+            curves drawn uniformly from the accelerator profiles in profiles/ and extended to the
+            node by the pipeline model (curves derived from measured profile parameters)
+  replay    re-decide at arrivals, completions and every 60 s; resize 0.5 s; threshold 0.05;
+            objective busy GPUs; contention model "all", main-cpu 1 (docs/simulate.md)
+Then the same traces under other assumptions (fewer cores per GPU, the "busy" contention model, a
+main process that never slows), so it shows which assumption gives which figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from adlrec.allocate import POLICIES
+from adlrec.simulate import (
+    Node,
+    SimConfig,
+    TraceSpec,
+    build_jobs,
+    compare_policies,
+    comparison_rows,
+    comparison_table,
+    generate_trace,
+    profile_catalog,
+    profile_files,
+)
+from adlrec.simulate.curves import pipeline_params
+from adlrec.simulate.generate import trace_profiles
+
+ORDER = ["even", "fixed", "greedy", "maxmin", "optimal"]
+BETTER = {"throughput_vs_base_pct": max, "makespan_vs_base_pct": max, "mean_jct_s": min}
+
+
+def run(seeds, jobs, files, catalog, node, config, **spec):
+    """Comparison rows per seed (the trace is drawn for the 32-core node and replayed on ``node``)."""
+    out = {}
+    for seed in seeds:
+        rows = generate_trace(files, Node(), TraceSpec(jobs=jobs, seed=seed, **spec))
+        trace = build_jobs(rows, catalog, node)
+        out[seed] = comparison_rows(compare_policies(trace, {n: POLICIES[n] for n in ORDER}, node, config))
+    return out
+
+
+def summary(title, per_seed):
+    table = Table(title=title, title_justify="left")
+    for col in (
+        "policy",
+        "thr. vs even (mean, min..max)",
+        "makespan vs even (mean, min..max)",
+        "mean JCT",
+        "busy GPUs",
+        "resizes",
+        "decisions/s (median)",
+    ):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for name in ORDER:
+        rows = [next(r for r in seed_rows if r["policy"] == name) for seed_rows in per_seed.values()]
+        thr = [r["throughput_vs_base_pct"] for r in rows]
+        mk = [r["makespan_vs_base_pct"] for r in rows]
+        table.add_row(
+            name,
+            f"{statistics.mean(thr):+.1f}% ({min(thr):+.1f}..{max(thr):+.1f})",
+            f"{statistics.mean(mk):+.1f}% ({min(mk):+.1f}..{max(mk):+.1f})",
+            f"{statistics.mean(r['mean_jct_s'] for r in rows) / 3600:.2f} h",
+            f"{statistics.mean(r['busy_gpu_fraction'] for r in rows):.1%}",
+            f"{statistics.mean(r['resizes'] for r in rows):.0f}",
+            f"{statistics.median(r['decisions_per_s'] for r in rows):,.0f}",
+        )
+    return table
+
+
+def optimal_is_best(per_seed):
+    """Where ``optimal`` is not at least as good as every other policy (0.1% slack for float noise)."""
+    misses = []
+    for seed, rows in per_seed.items():
+        opt = next(r for r in rows if r["policy"] == "optimal")
+        for key, better in BETTER.items():
+            best = better(r[key] for r in rows)
+            slack = 0.1 if key != "mean_jct_s" else 1e-3 * best
+            if (better is max and opt[key] < best - slack) or (better is min and opt[key] > best + slack):
+                who = next(r["policy"] for r in rows if r[key] == best)
+                misses.append(f"seed {seed}: {key} {opt[key]:.4g} vs {who} {best:.4g}")
+    return misses
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    ap.add_argument("--jobs", type=int, default=40)
+    ap.add_argument("--profiles", type=Path, default=Path("profiles"))
+    args = ap.parse_args()
+    console = Console(width=150)
+    files, catalog = profile_files(args.profiles), profile_catalog(args.profiles)
+    names = [n for n, _ in trace_profiles(files)]
+    if not names:
+        console.print(f"no accelerator profiles in {args.profiles}/: nothing to simulate")
+        return 1
+    console.print(f"profiles drawn: {', '.join(names)} (curves derived from measured profile parameters)")
+    need = sorted(p.ceiling / p.worker_rate for p in (pipeline_params(prof) for _, prof in trace_profiles(files)))
+    console.print(
+        f"loader workers per GPU to reach the compute ceiling (C / p): median {statistics.median(need):.1f}, "
+        f"range {need[0]:.1f}..{need[-1]:.1f} over {len(need)} profiles"
+    )
+    base = SimConfig()
+    node = Node()
+    main_runs = run(args.seeds, args.jobs, files, catalog, node, base)
+    for seed, rows in main_runs.items():
+        console.print(comparison_table(rows, f"seed {seed}: 8 GPUs, 32 cores, {args.jobs} jobs"))
+    title = f"summary over seeds {args.seeds}: 8 GPUs, 32 cores (the workload above)"
+    console.print(summary(title, main_runs))
+    misses = optimal_is_best(main_runs)
+    console.print(
+        "optimal at least as good as every policy on every trace (throughput, makespan, mean JCT): "
+        + ("yes" if not misses else "no: " + "; ".join(misses))
+    )
+
+    variants = [
+        ("same traces, 24 cores (3 per GPU)", replace(node, cores=24), base, {}),
+        ("same traces, 16 cores (2 per GPU)", replace(node, cores=16), base, {}),
+        ("same traces, 32 cores, contention model busy", node, replace(base, contention="busy"), {}),
+        ("same traces, 32 cores, main process never slows (main-cpu 0)", node, replace(base, main_cpu=0.0), {}),
+        ("same traces, 32 cores, no hysteresis (threshold 0)", node, replace(base, threshold=0.0), {}),
+        ("same seeds, every job on 1 GPU, 32 cores", node, base, {"gpu_mix": ((1, 1.0),)}),
+    ]
+    for title, n, cfg, spec in variants:
+        per_seed = run(args.seeds, args.jobs, files, catalog, n, cfg, **spec)
+        console.print(summary(title, per_seed))
+        misses = optimal_is_best(per_seed)
+        console.print("optimal best on every trace: " + ("yes" if not misses else "no: " + "; ".join(misses)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Every plan of every policy respects every constraint (``fixed`` only the per-job bounds, by design)."""
+
+import pytest
+from hypothesis import given, settings
+
+from adlrec.allocate import POLICIES, InfeasibleRequest, fixed
+from adlrec.allocate.objectives import objective_value
+from adlrec.schemas import AllocationRequest, JobDemand
+from tests.unit.allocate.strategies import requests
+
+BUDGETED = sorted(set(POLICIES) - {"fixed"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(requests())
+def test_budgeted_policies_respect_cores_memory_and_bounds(request):
+    for name in BUDGETED:
+        plan = POLICIES[name](request)
+        w = [plan.workers[j.job_id] for j in request.jobs]
+        assert list(plan.workers) == [j.job_id for j in request.jobs]
+        assert sum(w) <= request.worker_cores, name
+        assert plan.cores_used == sum(w) + sum(j.main_cores for j in request.jobs) <= request.cores, name
+        assert plan.memory_used_mb == sum(x * j.mem_per_worker_mb for x, j in zip(w, request.jobs, strict=True))
+        assert plan.memory_used_mb <= request.memory_mb, name
+        assert all(j.min_workers <= x <= j.hi for x, j in zip(w, request.jobs, strict=True)), name
+        assert plan.objective == pytest.approx(objective_value(request, plan.workers))
+        assert plan.throughput == {j.job_id: j.curve[plan.workers[j.job_id]] for j in request.jobs}
+        assert plan.policy == name and set(plan.reasons) == set(plan.workers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(requests())
+def test_fixed_gives_what_scripts_ask_within_bounds_only(request):
+    plan = fixed(request)
+    for j in request.jobs:
+        assert plan.workers[j.job_id] == min(max(j.requested_workers, j.min_workers), j.hi)
+
+
+def test_fixed_oversubscribes_and_says_so():
+    jobs = tuple(JobDemand(f"j{i}", tuple(float(w) for w in range(9)), requested_workers=8) for i in range(3))
+    plan = fixed(AllocationRequest(cores=8, memory_mb=0, jobs=jobs))
+    assert plan.cores_used == 27
+    assert "oversubscribed: 27 processes on 8 cores" in plan.reasons["j0"]
+
+
+@pytest.mark.parametrize("name", BUDGETED)
+def test_requests_that_cannot_fit_are_refused(name):
+    mains = AllocationRequest(cores=1, memory_mb=100, jobs=(JobDemand("a", (1.0, 2.0), main_cores=2),))
+    minimum = AllocationRequest(
+        cores=4, memory_mb=100, jobs=(JobDemand("a", (1.0, 2.0), min_workers=1, mem_per_worker_mb=200),)
+    )
+    for req in (mains, minimum):
+        with pytest.raises(InfeasibleRequest):
+            POLICIES[name](req)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_no_jobs_gives_an_empty_plan(name):
+    plan = POLICIES[name](AllocationRequest(cores=4, memory_mb=0, jobs=()))
+    assert plan.workers == {} and plan.objective == 0.0

@@ -1,0 +1,45 @@
+"""``even`` is what it says: the worker cores split evenly, deterministically, within bounds."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adlrec.allocate import even
+from adlrec.schemas import AllocationRequest, JobDemand
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 40))
+def test_unbounded_split_is_budget_over_jobs_remainder_first(n, budget):
+    jobs = tuple(JobDemand(f"j{i}", tuple(float(w) for w in range(41))) for i in range(n))
+    plan = even(AllocationRequest(cores=budget + n, memory_mb=0, jobs=jobs))
+    assert [plan.workers[j.job_id] for j in jobs] == [budget // n + (1 if i < budget % n else 0) for i in range(n)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=6), st.integers(0, 20))
+def test_bounded_split_is_water_filling(bounds, extra):
+    jobs = tuple(
+        JobDemand(f"j{i}", tuple(float(w) for w in range(lo + span + 1)), min_workers=lo, max_workers=lo + span)
+        for i, (lo, span) in enumerate(bounds)
+    )
+    budget = sum(lo for lo, _ in bounds) + extra
+    plan = even(AllocationRequest(cores=budget + len(jobs), memory_mb=0, jobs=jobs))
+    w = [plan.workers[j.job_id] for j in jobs]
+    assert sum(w) == min(budget, sum(j.hi for j in jobs))  # it spends every core a job can take
+    for i, a in enumerate(jobs):
+        for k, b in enumerate(jobs):
+            if w[k] > b.min_workers and w[k] > w[i] + 1:
+                assert w[i] == a.hi  # only a job at its cap may sit more than one below another
+
+
+def test_even_ignores_curves():
+    a = JobDemand("a", (0.0, 100.0, 100.0, 100.0))
+    b = JobDemand("b", (0.0, 1.0, 2.0, 3.0))
+    assert even(AllocationRequest(cores=6, memory_mb=0, jobs=(a, b))).workers == {"a": 2, "b": 2}
+
+
+def test_a_job_whose_worker_does_not_fit_memory_is_skipped():
+    a = JobDemand("a", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=500)
+    b = JobDemand("b", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=100)
+    plan = even(AllocationRequest(cores=8, memory_mb=600, jobs=(a, b)))
+    assert plan.workers == {"a": 1, "b": 1}  # a second worker for a would need 1000 + 100 MB

@@ -1,0 +1,56 @@
+import pytest
+
+from adlrec.allocate import optimal
+from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
+
+
+def _request() -> AllocationRequest:
+    return AllocationRequest(
+        cores=8,
+        memory_mb=4096,
+        jobs=(
+            JobDemand("a", (1.0, 2.0, 3.0), gpus=2, mem_per_worker_mb=512, current_workers=1, main_cores=2),
+            JobDemand("b", (5.0, 5.0), weight=2.0, min_workers=1),
+        ),
+        objective="weighted",
+        threshold=0.07,
+    )
+
+
+def test_request_and_plan_round_trip_through_dicts():
+    req = _request()
+    assert AllocationRequest.from_dict(req.to_dict()) == req
+    plan = optimal(req)
+    assert AllocationPlan.from_dict(plan.to_dict()) == plan
+    assert plan.policy == "optimal" and set(plan.reasons) == {"a", "b"}
+
+
+def test_core_budget_takes_off_every_main_process():
+    assert _request().worker_cores == 8 - 2 - 1
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"curve": ()},
+        {"curve": (1.0, -1.0)},
+        {"curve": (1.0, float("nan"))},
+        {"curve": (1.0, 2.0), "max_workers": 2},
+        {"curve": (1.0, 2.0), "min_workers": 2},
+        {"curve": (1.0, 2.0), "min_workers": 1, "max_workers": 0},
+        {"curve": (1.0,), "main_cores": -1},
+    ],
+)
+def test_bad_jobs_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        JobDemand("x", **kwargs)
+
+
+def test_bad_requests_are_refused():
+    j = JobDemand("x", (1.0, 2.0))
+    with pytest.raises(ValueError, match="objective"):
+        AllocationRequest(4, 100, (j,), objective="speed")
+    with pytest.raises(ValueError, match="unique"):
+        AllocationRequest(4, 100, (j, j))
+    with pytest.raises(ValueError, match="threshold"):
+        AllocationRequest(4, 100, (j,), threshold=-0.1)

@@ -1,0 +1,30 @@
+"""Curves extended to a node from a profile's measured parameters."""
+
+import pytest
+
+from adlrec.simulate.curves import PipelineParams, job_curve, pipeline_params, rank_rate
+from tests.factories import make_profile
+
+
+def test_parameters_come_from_the_profile():
+    p = pipeline_params(make_profile())  # ceiling 25, in-process 12, loader-alone 20/40/30 at w=0/1/2
+    assert (p.ceiling, p.serial_rate) == (25.0, 12.0)
+    assert p.worker_rate == pytest.approx((40 / 1 + 30 / 2) / 2)  # median over the uncontended points
+    assert p.mem_per_worker_mb == 10
+
+
+def test_rank_model_serial_at_zero_then_pipelined():
+    p = pipeline_params(make_profile())
+    assert rank_rate(p, 0) == pytest.approx(1 / (1 / 25 + 1 / 12))
+    assert rank_rate(p, 1) == 25.0 and rank_rate(p, 8) == 25.0
+
+
+def test_multi_gpu_job_spreads_workers_over_ranks():
+    p = PipelineParams(ceiling=100.0, serial_rate=20.0, worker_rate=30.0, mem_per_worker_mb=1)
+    curve = job_curve(p, gpus=2, max_workers=8)
+    t0 = rank_rate(p, 0)
+    assert len(curve) == 9
+    assert curve[0] == pytest.approx(2 * t0)
+    assert curve[1] == pytest.approx(t0 + 30.0)  # one rank with a worker, one loading in-process
+    assert curve[3] == pytest.approx(60.0 + 30.0)  # 2 + 1 workers
+    assert curve[8] == pytest.approx(200.0)

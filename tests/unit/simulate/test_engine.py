@@ -1,0 +1,98 @@
+"""The replay, on hand-made curves whose outcome can be worked out on paper."""
+
+import pytest
+
+from adlrec.allocate import POLICIES, even, fixed, optimal
+from adlrec.simulate import Node, SimConfig, SimulationError, TraceJob, simulate
+from adlrec.simulate.contention import effective_throughput
+
+STEP = (50.0, 100.0, 200.0, 200.0, 200.0)  # saturates at 2 workers
+LINEAR = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0)  # 10 samples/s per worker
+QUIET = SimConfig(interval_s=1e6, threshold=0.0)  # no periodic ticks
+
+
+def job(job_id, curve=STEP, arrival=0.0, work=10_000.0, gpus=1, requested=8):
+    return TraceJob(job_id, arrival, work, curve, gpus=gpus, requested_workers=requested)
+
+
+@pytest.mark.parametrize("name", ["even", "greedy", "optimal", "maxmin"])
+def test_a_job_alone_finishes_at_arrival_plus_work_over_throughput(name):
+    r = simulate([job("a", arrival=5.0)], POLICIES[name], Node(cores=4, gpus=1), QUIET, name=name)
+    (a,) = r.jobs
+    assert (a.start_s, a.finish_s, a.jct_s) == (5.0, pytest.approx(55.0), pytest.approx(50.0))
+    assert r.makespan_s == pytest.approx(50.0)
+    assert r.aggregate_throughput == pytest.approx(1.0) and r.busy_gpu_fraction == pytest.approx(1.0)
+    assert r.resizes == 0 and r.mean_cpu_share == 1.0
+
+
+def test_contention_slows_fixed_when_it_oversubscribes():
+    node = Node(cores=4, gpus=1)
+    r = simulate([job("a", arrival=5.0)], fixed, node, QUIET)
+    # 4 workers (the curve's end) + 1 main on 4 cores: each process gets 0.8 of a core; the main
+    # process caps the job at 0.8 x 200 = 160 samples/s
+    assert r.mean_cpu_share == pytest.approx(0.8)
+    assert r.jobs[0].finish_s == pytest.approx(5.0 + 10_000 / 160)
+    assert r.jobs[0].finish_s > simulate([job("a", arrival=5.0)], even, node, QUIET).jobs[0].finish_s
+
+
+def test_fixed_at_eight_workers_each_loses_to_even_on_a_crowded_node():
+    curve = tuple(min(300.0, 100.0 * w) if w else 60.0 for w in range(17))  # saturates at 3 workers
+    trace = [job(f"j{i}", curve=curve, requested=8) for i in range(4)]
+    node = Node(cores=16, gpus=4)
+    slow, fair = simulate(trace, fixed, node, QUIET), simulate(trace, even, node, QUIET)
+    share = 16 / (4 * 8 + 4)
+    assert slow.mean_cpu_share == pytest.approx(share)
+    assert slow.jobs[0].finish_s == pytest.approx(10_000 / effective_throughput(curve, 8, share))
+    assert slow.makespan_s > fair.makespan_s == pytest.approx(10_000 / 300)
+    # the busy model lets the workers a job cannot use sleep: 4 x (3 + 1) processes fit 16 cores
+    busy = simulate(trace, fixed, node, SimConfig(interval_s=1e6, contention="busy"))
+    assert busy.mean_cpu_share == 1.0 and busy.makespan_s == pytest.approx(fair.makespan_s)
+
+
+def test_resize_cost_is_charged_once_per_change_and_completion_frees_cores():
+    node = Node(cores=5, gpus=2)
+    trace = [job("a", LINEAR, work=600.0), job("b", LINEAR, arrival=10.0, work=10_000.0)]
+    r = simulate(trace, even, node, SimConfig(interval_s=1e6, resize_s=0.5))
+    a, b = r.jobs
+    # a runs alone on 4 workers (40/s) until b arrives at 10 s (400 done); even then gives a 2, b 1:
+    # a stalls 0.5 s and finishes its last 200 samples at 20/s
+    assert a.finish_s == pytest.approx(10.0 + 0.5 + 200 / 20)
+    assert a.resizes == 1
+    # b got 1 worker at its start (free), then a's completion frees cores: 1 -> 4 workers, one stall
+    assert b.resizes == 1
+    assert b.finish_s == pytest.approx(a.finish_s + 0.5 + (10_000 - 10 * (a.finish_s - 10.0)) / 40)
+    assert r.resizes == 2
+    free = simulate(trace, even, node, SimConfig(interval_s=1e6, resize_s=0.0))
+    assert free.jobs[0].finish_s == pytest.approx(20.0)
+
+
+def test_jobs_queue_for_gpus_first_come_first_served():
+    trace = [job("a", work=1000.0), job("b", work=1000.0, arrival=1.0), job("c", work=1000.0, arrival=2.0, gpus=2)]
+    r = simulate(trace, optimal, Node(cores=8, gpus=2), QUIET)
+    a, b, c = r.jobs
+    assert (a.start_s, b.start_s) == (0.0, 1.0)
+    assert c.start_s == pytest.approx(b.finish_s)  # c needs both GPUs
+    assert r.makespan_s == pytest.approx(c.finish_s)
+
+
+def test_periodic_ticks_re_decide_without_changing_a_settled_plan():
+    r = simulate([job("a", work=100_000.0)], optimal, Node(cores=4, gpus=1), SimConfig(interval_s=60.0))
+    assert r.decisions == 1 + int(500 // 60)  # the start, then a tick every minute until 500 s
+    assert r.resizes == 0
+
+
+def test_replays_are_deterministic():
+    trace = [job(f"j{i}", STEP if i % 2 else LINEAR, arrival=3.0 * i, work=2000.0) for i in range(6)]
+    node = Node(cores=6, gpus=3)
+    assert simulate(trace, optimal, node) == simulate(trace, optimal, node)
+
+
+def test_a_job_that_can_never_progress_is_reported():
+    stuck = TraceJob("z", 0.0, 10.0, (0.0, 10.0), requested_workers=0)
+    with pytest.raises(SimulationError, match="no progress"):
+        simulate([stuck], fixed, Node(cores=2, gpus=1))
+
+
+def test_a_job_larger_than_the_node_is_refused():
+    with pytest.raises(SimulationError, match="asks for 4 GPUs"):
+        simulate([job("a", gpus=4)], even, Node(cores=8, gpus=2))

@@ -1,0 +1,104 @@
+"""The CSV trace format, profile names, and the seeded generator."""
+
+import json
+
+import pytest
+
+from adlrec.errors import UsageError
+from adlrec.schemas import DeviceSpec
+from adlrec.simulate import (
+    Node,
+    TraceSpec,
+    build_jobs,
+    format_trace,
+    generate_trace,
+    parse_trace,
+    profile_catalog,
+    profile_files,
+)
+from tests.factories import make_profile
+
+HEADER = "job_id,arrival_s,work_samples,profile,gpus,requested_workers"
+
+
+@pytest.fixture
+def folder(tmp_path):
+    for ms in (5.0, 20.0):
+        p = make_profile(device=DeviceSpec("emulate", ms), workload="w")
+        (tmp_path / f"w-emulate{ms:g}.json").write_text(json.dumps(p.to_dict()))
+    for n in (1, 2):  # two parameter sets of one workload on one device
+        p = make_profile(device=DeviceSpec("cpu"), workload="w", params={"batch_size": 8, "n": n})
+        (tmp_path / f"w-cpu-{n}.json").write_text(json.dumps(p.to_dict()))
+    return tmp_path
+
+
+@pytest.fixture
+def catalog(folder):
+    return profile_catalog(folder)
+
+
+def test_profiles_are_named_by_file_and_by_workload_at_device(catalog):
+    assert catalog["w@emulate:5"] is catalog["w-emulate5.json"] is catalog["w-emulate5"]
+    assert catalog["w-cpu-1"].params["n"] == 1
+    assert "w@cpu" not in catalog  # shared by two profiles: only their file names name them
+
+
+def test_a_trace_round_trips_through_its_text():
+    text = "# a comment\n" + HEADER + ",weight\n" + "j1,0,100,w@emulate:5,1,8,2\n\nj2, 3.5 ,50,w@cpu,2,4,1\n"
+    rows = parse_trace(text)
+    assert [(r.job_id, r.arrival_s, r.gpus, r.weight, r.line) for r in rows] == [
+        ("j1", 0.0, 1, 2.0, 3),
+        ("j2", 3.5, 2, 1.0, 5),
+    ]
+    assert parse_trace(format_trace(rows, ["made here"])) == rows
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ("j1,0,100,w@cpu,zero,8", "line 2, column gpus: expected a whole number of GPUs >= 1, got 'zero'"),
+        ("j1,-1,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0, got '-1'"),
+        ("j1,0,nan,w@cpu,1,8", "line 2, column work_samples: expected a number of samples > 0"),
+        ("j1,0,100,w@cpu,1", "line 2: expected 6 fields"),
+        ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
+        (
+            "j1,0,100,w@cpu,1,8\nj1,1,100,w@cpu,1,8",
+            "line 3, column job_id: expected a unique id, 'j1' is already on line 2",
+        ),
+    ],
+)
+def test_malformed_rows_name_line_column_and_expectation(body, message):
+    with pytest.raises(UsageError) as exc:
+        parse_trace(HEADER + "\n" + body + "\n", source="t.csv")
+    assert f"t.csv {message}" in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_bad_header_or_empty_trace_is_refused():
+    with pytest.raises(UsageError, match="line 1: expected a header"):
+        parse_trace("id,arrival\n1,2\n")
+    with pytest.raises(UsageError, match="no jobs"):
+        parse_trace(HEADER + "\n")
+
+
+def test_unknown_profile_is_named_with_the_known_ones(catalog):
+    rows = parse_trace(HEADER + "\nj1,0,100,nope,1,8\n")
+    with pytest.raises(
+        UsageError, match=r"line 2, column profile: no profile named 'nope' \(e.g. a file stem, or one of w@emulate:20"
+    ):
+        build_jobs(rows, catalog, Node())
+
+
+def test_generator_is_seeded_and_draws_accelerator_profiles_only(folder, catalog):
+    node = Node(cores=16, gpus=4)
+    files = profile_files(folder)
+    a = generate_trace(files, node, TraceSpec(jobs=30, seed=7))
+    assert a == generate_trace(files, node, TraceSpec(jobs=30, seed=7))
+    assert a != generate_trace(files, node, TraceSpec(jobs=30, seed=8))
+    assert {r.profile for r in a} == {"w-emulate5", "w-emulate20"}
+    assert a[0].arrival_s == 0.0 and all(x.arrival_s <= y.arrival_s for x, y in zip(a, a[1:], strict=False))
+    assert {r.gpus for r in a} <= {1, 2, 4} and {r.requested_workers for r in a} == {8}
+    jobs = build_jobs(a, catalog, node)
+    assert all(len(j.curve) == node.cores + 1 for j in jobs)
+    # each job's work is its length at full speed: between 10 and 120 minutes
+    assert all(600 <= j.work_samples / j.peak <= 7200 for j in jobs)
