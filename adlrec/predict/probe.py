@@ -20,6 +20,10 @@ __all__ = ["ProbeResult", "probe_budget", "probe_job", "sweep_budget"]
 
 PROBE_SHARE = 0.25  # the probe gets at most this share of a full sweep's measurement budget
 PROBED_WORKERS = (0, 1, 2)
+# Loader-alone rates settle fast; a sweep's 0.5 s warm-up per point would be most of the probe.
+# The first 2w+3 batches (worker start, the prefetch burst) are still always excluded.
+PROBE_WARMUP_S = 0.1
+PROBE_MIN_BATCHES = 12
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,8 @@ def probe_budget(point_budget_s: float, max_workers: int) -> float:
 def probe_job(job: Job, device: DeviceSpec, settings: Settings, hardware: Hardware, max_workers: int) -> ProbeResult:
     start = time.perf_counter()
     part = probe_budget(settings.point_budget_s, max_workers)
-    bench = JobBench(job, device, settings)
+    quick = settings.model_copy(update={"warmup_s": PROBE_WARMUP_S, "min_batches": PROBE_MIN_BATCHES})
+    bench = JobBench(job, device, quick)
     fetch = bench.fetch()
     ceiling = bench.ceiling(part)
     rates = [bench.loader_alone(w, part).rate for w in PROBED_WORKERS]
