@@ -1,0 +1,418 @@
+"""``ResizableLoader``: a map-style ``DataLoader`` whose worker count changes mid-epoch, losing nothing.
+
+The object keeps the epoch's batch list and runs one inner ``DataLoader`` per *segment* of it, each
+over a :class:`BatchRange` that hands out only its range.  ``resize(n)`` cuts the live segment at the
+batches it has already handed to workers (plus a short *handover*), starts the next segment's pool
+there at once, and keeps serving the old pool's batches until they run out: make-before-break, with
+the switch at a batch boundary.  The order of batches never depends on worker counts.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from multiprocessing.context import BaseContext
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from adlrec.loader.order import EpochSampler, batches_of, draw_seed
+from adlrec.loader.segment import BatchRange, Segment, shutdown
+from adlrec.loader.workers import WorkerSetup
+
+__all__ = ["EpochIterator", "ResizableLoader", "handover_batches"]
+
+STATE_VERSION = 1
+
+
+def handover_batches(
+    start_method: str, workers: int, batch_interval_s: float | None, start_s: float | None = None
+) -> int:
+    """Batches the old pool keeps serving after a resize while ``workers`` new ones start.
+
+    ``start_s``: how long starting such a pool took here (measured); without it, estimates from
+    DESIGN.md: a forked pool serves its first batches 30-85 ms after ``iter()`` for 1-4 workers, a
+    spawned or forkserver one 1-4.6 s.  One batch more covers the new workers' first batch.
+    """
+    if workers == 0 or batch_interval_s is None or batch_interval_s <= 0:
+        return 0
+    if start_s is None:
+        start_s = 0.015 + 0.02 * workers if start_method == "fork" else 1.0 + 1.0 * workers
+    return math.ceil(start_s / batch_interval_s) + 1
+
+
+class EpochIterator:
+    """What ``iter(loader)`` returns: the live epoch's batches, until it ends or a newer ``iter()`` begins."""
+
+    def __init__(self, loader: ResizableLoader, generation: int) -> None:
+        self.loader = loader
+        self.generation = generation
+
+    def __iter__(self) -> EpochIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return self.loader._next(self.generation)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+
+class _Pools:
+    """Everything that owns worker processes; no reference back to the loader, so a finalizer can close it."""
+
+    def __init__(self) -> None:
+        self.segments: list[Segment] = []  # the live epoch's, oldest first
+        self.kept: Segment | None = None  # a persistent pool kept between epochs
+        self.reapers: list[threading.Thread] = []  # shutting down drained pools off the loop's path
+
+    def reap(self, seg: Segment) -> None:
+        t = threading.Thread(target=shutdown, args=(seg,), name="adlrec-loader-reaper", daemon=True)
+        t.start()
+        self.reapers.append(t)
+
+    def join_reapers(self) -> None:
+        while self.reapers:
+            self.reapers.pop().join()
+
+    def close(self) -> None:
+        while self.segments:
+            shutdown(self.segments.pop())
+        if self.kept is not None:
+            shutdown(self.kept)
+            self.kept = None
+        self.join_reapers()
+
+
+class ResizableLoader:
+    """Batches of a map-style dataset, like ``DataLoader``, with :meth:`resize` to change workers mid-epoch.
+
+    Iterating yields one epoch's batches; every index of the epoch comes exactly once and in the same
+    order whatever the worker counts, resizes included.  ``len()`` is the epoch's batch count and never
+    changes mid-epoch.  ``sampler.set_epoch(e)`` (or :meth:`set_epoch`) picks the epoch, as Lightning
+    does each epoch; without it each ``iter()`` starts the next epoch, as a shuffling ``DataLoader``
+    draws a new order each pass.  Call :meth:`close` (or use ``with``) to stop the workers of an
+    epoch left unfinished.  Iterate from one thread; another thread may call :meth:`request_resize`.
+
+    ``cores``: pin every worker to these cores (Linux ``sched_setaffinity``; a no-op elsewhere).
+    ``handover``: batches the old pool serves after a resize before the new one takes over; ``None``
+    estimates it from how long such a pool took to start (measured, else the start method's typical
+    time) and the measured batch interval.  ``background_start``: start a resize's new pool in a
+    thread, so the loop keeps taking the old pool's batches meanwhile (forking from a thread; False
+    starts it inside ``resize``, which then blocks for the pool's start).
+    ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
+    ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``; ``None`` draws a seed
+    from torch's global RNG once.  ``sampler``: any sampler with a deterministic order per epoch, e.g.
+    a ``DistributedSampler`` (which shards per rank: Lightning adds none to a non-``DataLoader``).
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int = 1,
+        *,
+        shuffle: bool = False,
+        seed: int | None = None,
+        sampler: Iterable[int] | None = None,
+        drop_last: bool = False,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+        worker_init_fn: Callable[[int], None] | None = None,
+        prefetch_factor: int = 2,
+        multiprocessing_context: str | BaseContext | None = None,
+        timeout: float = 0.0,
+        cores: Sequence[int] | None = None,
+        handover: int | None = None,
+        background_start: bool = True,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if isinstance(dataset, IterableDataset):
+            raise TypeError(
+                f"ResizableLoader needs a map-style dataset (with __len__ and __getitem__) so that it can "
+                f"split and resume epochs; got the IterableDataset {type(dataset).__name__}"
+            )
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise TypeError(
+                f"ResizableLoader needs a map-style dataset with __len__ and __getitem__; "
+                f"{type(dataset).__name__} lacks {'__len__' if not hasattr(dataset, '__len__') else '__getitem__'}"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if num_workers < 0 or prefetch_factor < 1 or (handover is not None and handover < 0):
+            raise ValueError("num_workers and handover must be >= 0, prefetch_factor >= 1")
+        if isinstance(multiprocessing_context, str):
+            multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.collate_fn = collate_fn
+        self.pin_memory = pin_memory
+        self.persistent_workers = persistent_workers
+        self.worker_init_fn = worker_init_fn
+        self.prefetch_factor = prefetch_factor
+        self.multiprocessing_context = multiprocessing_context
+        self.timeout = timeout
+        self.cores = tuple(cores) if cores is not None else None
+        self.handover = handover
+        self.background_start = background_start
+        self.sampler = EpochSampler(
+            len(dataset),  # type: ignore[arg-type]
+            shuffle=shuffle,
+            seed=draw_seed() if seed is None else seed,
+            sampler=sampler,
+        )
+        self._clock = clock
+        self._workers = num_workers
+        self._requested: int | None = None  # from request_resize, applied at the next batch
+        self._lock = threading.Lock()
+        self._pools = _Pools()
+        self._finalizer = weakref.finalize(self, self._pools.close)
+        self._batches: list[list[int]] | None = None  # the live epoch's batches; None between epochs
+        self._epoch = -1  # the epoch last started
+        self._consumed = 0  # batches of that epoch handed to the loop
+        self._finished = True  # whether that epoch was served to its end
+        self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
+        self._generation = 0  # counts iter() calls, so a replaced epoch's iterator stops
+        self._last_t: float | None = None
+        self._interval: float | None = None  # smoothed time between batches handed to the loop
+        self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
+
+    # -- what DataLoader users and Lightning look at ---------------------------------------------
+
+    @property
+    def num_workers(self) -> int:
+        """The worker count now requested (the pool serving right now may still be the previous one)."""
+        return self._workers
+
+    @property
+    def start_method(self) -> str:
+        ctx = self.multiprocessing_context
+        return ctx.get_start_method() if ctx is not None else multiprocessing.get_start_method()
+
+    def __len__(self) -> int:
+        if self._batches is not None:
+            return len(self._batches)
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    # -- iteration -------------------------------------------------------------------------------
+
+    def __iter__(self) -> EpochIterator:
+        self._start_epoch()
+        return EpochIterator(self, self._generation)
+
+    def _next(self, generation: int) -> Any:
+        if self._batches is None or generation != self._generation:
+            raise StopIteration  # this epoch ended, or a newer iter() replaced it
+        with self._lock:
+            requested, self._requested = self._requested, None
+        if requested is not None:
+            self.resize(requested)
+        segments = self._pools.segments
+        while segments:
+            seg = segments[0]
+            try:
+                if seg.it is None:
+                    seg.wait_started()
+                    if seg.start_s is not None:
+                        self._start_s[seg.workers] = seg.start_s
+                assert seg.it is not None
+                batch = next(seg.it)
+            except StopIteration:
+                self._retire(segments.pop(0))
+                continue
+            except BaseException:
+                self.close()
+                raise
+            seg.served += 1
+            self._consumed += 1
+            if seg.start + seg.served >= seg.stop:
+                self._retire(segments.pop(0))
+            self._tick()
+            return batch
+        self._end_epoch()
+        raise StopIteration
+
+    def _start_epoch(self) -> None:
+        self._abandon()
+        self._generation += 1
+        if self.sampler.epoch_set:
+            epoch = self.sampler.epoch
+        else:
+            epoch = self._epoch + 1
+            self.sampler.set_epoch(epoch)
+        self.sampler.epoch_set = False
+        batches = batches_of(self.sampler.order(), self.batch_size, self.drop_last)
+        start, self._resume_at = min(self._resume_at, len(batches)), 0
+        self._epoch, self._batches, self._consumed, self._finished = epoch, batches, start, False
+        self._last_t = None
+        if start < len(batches):
+            self._pools.segments.append(self._open(start, self._workers, background=False))
+
+    def _open(self, start: int, workers: int, background: bool) -> Segment:
+        """A segment serving batches ``[start, end of epoch)`` with ``workers`` workers, started or starting."""
+        assert self._batches is not None
+        pools = self._pools
+        kept, pools.kept = pools.kept, None
+        if kept is not None and kept.workers == workers:
+            seg = kept  # a persistent pool: reset it onto the new range
+            seg.start, seg.served = start, 0
+        else:
+            if kept is not None:
+                shutdown(kept)
+            rng = BatchRange()
+            seg = Segment(start, workers, rng, self._inner(rng, start, workers))
+        seg.range.configure(self._batches, start, len(self._batches))
+        seg.launch(background and workers > 0)
+        return seg
+
+    def _inner(self, rng: BatchRange, start: int, workers: int) -> DataLoader[Any]:
+        seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
+        kw: dict[str, Any] = {}
+        if self.collate_fn is not None:
+            kw["collate_fn"] = self.collate_fn
+        if workers > 0:
+            kw |= dict(
+                worker_init_fn=WorkerSetup(self.cores, self.worker_init_fn),
+                multiprocessing_context=self.multiprocessing_context,
+                prefetch_factor=self.prefetch_factor,
+                # Always persistent inside: the loader, not the iterator's exhaustion, decides when a
+                # pool stops, so a drained pool can be shut down off the training loop's path.
+                persistent_workers=True,
+                timeout=self.timeout,
+            )
+        return DataLoader(
+            self.dataset,
+            batch_sampler=rng,
+            num_workers=workers,
+            pin_memory=self.pin_memory,
+            generator=torch.Generator().manual_seed(seed),  # each pool's seeds: not from the global RNG
+            **kw,
+        )
+
+    def _retire(self, seg: Segment) -> None:
+        """``seg`` has served its range: keep its pool for the next epoch, or stop it."""
+        assert self._batches is not None
+        epoch_end = not self._pools.segments and seg.stop >= len(self._batches)
+        if epoch_end and self.persistent_workers and seg.workers > 0 and seg.workers == self._workers:
+            seg.it = None
+            self._pools.kept = seg
+        elif epoch_end or seg.workers == 0:
+            shutdown(seg)
+        else:
+            self._pools.reap(seg)  # a drained pool mid-epoch: its join need not delay the next batch
+
+    def _end_epoch(self) -> None:
+        self._batches = None
+        self._finished = True
+        self._pools.join_reapers()
+
+    def _abandon(self) -> None:
+        """Stop the pools of an epoch left unfinished (the loop broke out, or a new iter() began)."""
+        while self._pools.segments:
+            shutdown(self._pools.segments.pop())
+        self._pools.join_reapers()
+        self._batches = None
+
+    def _tick(self) -> None:
+        now = self._clock()
+        if self._last_t is not None:
+            dt = now - self._last_t
+            self._interval = dt if self._interval is None else 0.8 * self._interval + 0.2 * dt
+        self._last_t = now
+
+    # -- resizing --------------------------------------------------------------------------------
+
+    def resize(self, num_workers: int, *, cores: Sequence[int] | None = None) -> None:
+        """Continue the epoch with ``num_workers`` workers from the next batch; ``cores`` re-pins new pools.
+
+        Call it from the thread that iterates, between batches.  With no live epoch it sets the count
+        for the next one.  The new pool starts now; the old one serves the batches it already has in
+        flight (plus the handover) and is shut down once drained.
+        """
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if cores is not None:
+            self.cores = tuple(cores)
+        self._workers = num_workers
+        segments = self._pools.segments
+        if self._batches is None or not segments or segments[-1].workers == num_workers:
+            return
+        last = segments[-1]
+        extra = (
+            self.handover
+            if self.handover is not None
+            else handover_batches(self.start_method, num_workers, self._interval, self._start_s.get(num_workers))
+        )
+        stop = last.stop
+        at = last.range.cut(extra=extra if num_workers > 0 else 0)
+        if at >= stop:
+            return  # the old pool already holds the rest of the epoch; the next epoch uses the new count
+        if last.start + last.served >= last.stop:
+            self._retire(segments.pop())
+        segments.append(self._open(at, num_workers, background=self.background_start))
+
+    def request_resize(self, num_workers: int) -> None:
+        """Thread-safe: apply ``resize(num_workers)`` at the next batch the loop asks for."""
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        with self._lock:
+            self._requested = num_workers
+        if self._batches is None:
+            self._workers = num_workers
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the loop stands: the epoch and how many of its batches it has had (at any worker count)."""
+        if self._finished and self._batches is None:
+            nxt = self.sampler.epoch if self.sampler.epoch_set else self._epoch + 1
+            epoch, consumed = nxt, 0
+        else:
+            epoch, consumed = self._epoch, self._consumed
+        return {
+            "version": STATE_VERSION,
+            "epoch": epoch,
+            "batches_consumed": consumed,
+            "batches": len(self),
+            "seed": self.sampler.seed,
+        }
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """The next ``iter()`` resumes ``state``'s epoch at its next batch, with this loader's worker count."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown ResizableLoader state version {state.get('version')!r}")
+        self._abandon()
+        self.sampler.seed = int(state["seed"])
+        self.sampler.set_epoch(int(state["epoch"]))
+        if len(self) != state["batches"]:
+            raise ValueError(
+                f"the saved epoch had {state['batches']} batches, this loader has {len(self)}: "
+                "a different dataset, sampler, batch_size or drop_last"
+            )
+        self._resume_at = int(state["batches_consumed"])
+        self._epoch, self._consumed, self._finished = int(state["epoch"]), self._resume_at, False
+
+    # -- lifetime --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop every worker this loader started (the live epoch's and a kept persistent pool) and join them."""
+        self._pools.close()
+        if self._batches is not None:
+            self._batches = None
+
+    def __enter__(self) -> ResizableLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

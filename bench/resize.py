@@ -1,0 +1,195 @@
+"""The wait a training loop sees at a resize, in batch times: make-before-break vs rebuilding the loader.
+
+    python bench/resize.py [--repeats 3] [--sample-ms 1.5,6] [--batch-size 8] [--step-ms 3]
+                           [--changes 1:2,2:4,4:1,0:2] [--window 30]
+
+Each sample costs real CPU in the worker (pure-Python arithmetic, ~``--sample-ms``; one table row
+group per value); the loop's step is an emulated accelerator (a sleep of ``--step-ms``).  For each worker-count change a->b, one run:
+``--window`` batches at ``a`` workers, the change, ``--window`` batches more.  Workers start with fork.
+
+  make-before-break  ``ResizableLoader.resize(b)``: the new pool starts, the old one serves what it
+                     has in flight (plus the estimated handover), the switch is at a batch boundary.
+  rebuild            a plain ``DataLoader`` torn down and recreated at ``b`` workers over the indices
+                     the loop has not consumed (what one does without adlrec).
+
+Over the change call and the next K = 2b+8 batches, in units of the median batch time before it,
+against a baseline wait per batch of max(steady wait before, steady wait after) (the median wait of
+the 10 batches before the change, and of the window's last 10), so that a batch served at the old
+pool's normal pace is not counted as a stall:
+  longest  the longest single wait over the baseline (the change call counts as part of the first)
+  total    all the waiting over the baseline (change call + sum of the K excesses)
+The goal is make-before-break longest <= 1 batch time.  Medians over ``--repeats``; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import psutil
+import torch
+from rich.console import Console
+from rich.table import Table
+from torch.utils.data import DataLoader, Dataset
+
+from adlrec.loader import ResizableLoader, WorkerSetup, batches_of
+
+FORK = "fork"
+
+
+class Busy(Dataset):
+    """``n`` samples of a small tensor, each after ``work`` iterations of Python arithmetic."""
+
+    def __init__(self, n: int, work: int) -> None:
+        self.n, self.work = n, work
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        acc = i
+        for j in range(self.work):
+            acc = (acc * 31 + j) % 1_000_003
+        return torch.full((16,), float(acc))
+
+
+def calibrate(ms: float) -> int:
+    """Iterations of Busy's loop that take about ``ms`` milliseconds here."""
+    probe = 20_000
+    t = time.perf_counter()
+    Busy(1, probe)[0]
+    per_iter = (time.perf_counter() - t) / probe
+    return max(1, round(ms / 1e3 / per_iter))
+
+
+@dataclass
+class Run:
+    batch_s: float  # median loop batch time before the change
+    call_s: float  # time spent in the change itself (resize, or teardown + rebuild)
+    worst_wait_s: float  # longest wait over the baseline just after the change (the call included)
+
+    total_wait_s: float  # all the waiting over the baseline for the K batches just after the change
+
+    @property
+    def longest(self) -> float:
+        return self.worst_wait_s / self.batch_s
+
+    @property
+    def total(self) -> float:
+        return self.total_wait_s / self.batch_s
+
+
+def drive(batches: Iterator, count: int, step_s: float) -> tuple[list[float], list[float]]:
+    """Take ``count`` batches with a ``step_s`` step each; the wait for each batch and each batch time."""
+    waits, times = [], []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        next(batches)
+        t1 = time.perf_counter()
+        time.sleep(step_s)
+        waits.append(t1 - t0)
+        times.append(time.perf_counter() - t0)
+    return waits, times
+
+
+def summarise(waits_before: list[float], before: list[float], call_s: float, after: list[float], b: int) -> Run:
+    k = 2 * b + 8
+    base = max(statistics.median(waits_before[-10:]), statistics.median(after[-10:]))
+    excess = [max(0.0, w - base) for w in after[:k]]
+    excess[0] += call_s
+    return Run(batch_s=statistics.median(before), call_s=call_s, worst_wait_s=max(excess), total_wait_s=sum(excess))
+
+
+def make_before_break(
+    ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float, handover: int | None = None
+) -> Run:
+    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=FORK, handover=handover)
+    with loader:
+        it = iter(loader)
+        drive(it, 10, step_s)  # warm-up
+        waits_before, before = drive(it, window, step_s)
+        t = time.perf_counter()
+        loader.resize(b)
+        call_s = time.perf_counter() - t
+        after, _ = drive(it, window, step_s)
+    return summarise(waits_before, before, call_s, after, b)
+
+
+def rebuild(ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float) -> Run:
+    batches = batches_of(list(range(len(ds))), bs, drop_last=False)
+
+    def plain(rest: list[list[int]], workers: int) -> Iterator:
+        kw: dict = dict(worker_init_fn=WorkerSetup(), multiprocessing_context=FORK) if workers else {}
+        return iter(DataLoader(ds, batch_sampler=rest, num_workers=workers, **kw))
+
+    it = plain(batches, a)
+    drive(it, 10, step_s)
+    waits_before, before = drive(it, window, step_s)
+    t = time.perf_counter()
+    shutdown: Callable[[], None] | None = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()  # what dropping the last reference to the iterator does
+    it = plain(batches[10 + window :], b)
+    call_s = time.perf_counter() - t
+    after, _ = drive(it, window, step_s)
+    if (shutdown := getattr(it, "_shutdown_workers", None)) is not None:
+        shutdown()
+    return summarise(waits_before, before, call_s, after, b)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sample-ms", default="1.5,6", help="comma-separated per-sample CPU costs")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--step-ms", type=float, default=3.0)
+    ap.add_argument("--window", type=int, default=30)
+    ap.add_argument("--changes", default="1:2,2:4,4:1,0:2")
+    ap.add_argument("--handover", type=int, default=None, help="batches; default: the loader's estimate")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
+    changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
+    step_s = args.step_ms / 1e3
+    table = Table(
+        title=(
+            f"wait at a resize, in batch times (median of {args.repeats}); fork; batch {args.batch_size}; "
+            f"step {args.step_ms} ms; {psutil.cpu_count()} cores; goal: make-before-break longest <= 1"
+        ),
+        title_justify="left",
+    )
+    cols = ("sample", "change", "batch time", "mbb call", "mbb longest", "mbb total", "rebuild call")
+    for col in (*cols, "rebuild longest", "rebuild total", "longest: rebuild / mbb"):
+        table.add_column(col, justify="left" if col in ("sample", "change") else "right")
+    for sample_ms in (float(x) for x in args.sample_ms.split(",")):
+        ds = Busy((10 + 2 * args.window + 5) * args.batch_size, calibrate(sample_ms))
+        for a, b in changes:
+            mbb = [
+                make_before_break(ds, args.batch_size, a, b, args.window, step_s, args.handover)
+                for _ in range(args.repeats)
+            ]
+            reb = [rebuild(ds, args.batch_size, a, b, args.window, step_s) for _ in range(args.repeats)]
+            m_long = statistics.median(r.longest for r in mbb)
+            r_long = statistics.median(r.longest for r in reb)
+            table.add_row(
+                f"{sample_ms} ms",
+                f"{a} -> {b}",
+                f"{1e3 * statistics.median(r.batch_s for r in mbb):.1f} ms",
+                f"{1e3 * statistics.median(r.call_s for r in mbb):.1f} ms",
+                f"{m_long:.2f}",
+                f"{statistics.median(r.total for r in mbb):.2f}",
+                f"{1e3 * statistics.median(r.call_s for r in reb):.1f} ms",
+                f"{r_long:.2f}",
+                f"{statistics.median(r.total for r in reb):.2f}",
+                f"{r_long / m_long:.1f}x" if m_long > 0.005 else "-",
+            )
+    Console(width=170).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""ResizableLoader with real worker processes (fork): resizes mid-epoch lose, repeat and reorder nothing.
+
+Property tests draw dataset sizes, batch sizes, shuffles, drop_last and resize schedules (to and from
+0 workers) and compare each epoch with what a plain ``DataLoader`` yields without any resize.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader, DistributedSampler
+
+from adlrec.loader import ResizableLoader, can_pin
+
+FORK = "fork"
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="the property tests start workers with fork"),
+    pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),  # 3 workers on 2 cores
+]
+PROPS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class Indices(torch.utils.data.Dataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class WorkerView(torch.utils.data.Dataset):
+    """Each sample reports what its worker process looks like from inside."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> dict:
+        info = torch.utils.data.get_worker_info()
+        return {
+            "pid": os.getpid(),
+            "threads": torch.get_num_threads(),
+            "omp": os.environ.get("OMP_NUM_THREADS"),
+            "cores": sorted(os.sched_getaffinity(0)) if can_pin() else None,
+            "seed": info.seed if info else None,
+            "tagged": os.environ.get("ADLREC_TEST_TAG"),
+        }
+
+
+def tag_worker(worker_id: int) -> None:
+    os.environ["ADLREC_TEST_TAG"] = f"w{worker_id}"
+
+
+def live_children() -> set[int]:
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def plain_pass(n: int, bs: int, shuffle: bool, drop_last: bool, seed: int, epochs: int) -> list[list[list[int]]]:
+    gen = torch.Generator().manual_seed(seed)
+    plain = DataLoader(Indices(n), batch_size=bs, shuffle=shuffle, drop_last=drop_last, generator=gen)
+    return [[b.tolist() for b in plain] for _ in range(epochs)]
+
+
+def run_epoch(loader: ResizableLoader, schedule: dict[int, int]) -> list[list[int]]:
+    """One epoch, calling ``resize`` after the batches the schedule names; ``len`` must hold still."""
+    length = len(loader)
+    out = []
+    if 0 in schedule:
+        loader.resize(schedule[0])
+    for i, batch in enumerate(loader, start=1):
+        out.append(batch.tolist())
+        if i in schedule:
+            loader.resize(schedule[i])
+        assert len(loader) == length
+    return out
+
+
+schedules = st.dictionaries(st.integers(0, 6), st.integers(0, 3), min_size=1, max_size=3)
+# 0: cut right at the batches in flight; None: the estimate, which on these instant samples keeps the
+# old pool to the epoch's end (a resize then applies to the next epoch).
+handovers = st.sampled_from([0, 0, 0, 1, 2, None])
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_workers():
+    before = live_children()
+    yield
+    assert live_children() <= before, "a worker process outlived its test"
+
+
+@PROPS
+@given(
+    n=st.integers(1, 40),
+    bs=st.integers(1, 6),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+    seed=st.integers(0, 2**31),
+    workers=st.integers(0, 2),
+    persistent=st.booleans(),
+    handover=handovers,
+    epoch_schedules=st.lists(schedules, min_size=2, max_size=2),
+)
+def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
+    n, bs, shuffle, drop_last, seed, workers, persistent, handover, epoch_schedules
+):
+    before = live_children()
+    expected = plain_pass(n, bs, shuffle, drop_last, seed, epochs=2)
+    loader = ResizableLoader(
+        Indices(n),
+        bs,
+        shuffle=shuffle,
+        seed=seed,
+        drop_last=drop_last,
+        num_workers=workers,
+        persistent_workers=persistent,
+        handover=handover,
+        multiprocessing_context=FORK,
+    )
+    try:
+        for epoch, schedule in enumerate(epoch_schedules):
+            got = run_epoch(loader, schedule)
+            assert got == expected[epoch]
+            flat = [i for b in got for i in b]
+            assert len(flat) == len(set(flat)) == (n - n % bs if drop_last else n)
+            if not persistent:
+                assert live_children() <= before  # an epoch that ends stops its workers
+    finally:
+        loader.close()
+    assert live_children() <= before
+
+
+@PROPS
+@given(
+    n=st.integers(1, 40),
+    bs=st.integers(1, 6),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 2**31),
+    before_save=st.integers(0, 3),
+    after_load=st.integers(0, 3),
+    cut=st.integers(0, 10),
+    handover=handovers,
+    schedule=schedules,
+)
+def test_a_saved_epoch_resumes_at_another_worker_count_with_exactly_the_rest(
+    n, bs, shuffle, seed, before_save, after_load, cut, handover, schedule
+):
+    (expected,) = plain_pass(n, bs, shuffle, False, seed, epochs=1)
+    cut = min(cut, len(expected))
+    first = ResizableLoader(
+        Indices(n), bs, shuffle=shuffle, seed=seed, num_workers=before_save, multiprocessing_context=FORK
+    )
+    it = iter(first)
+    head = [next(it).tolist() for _ in range(cut)]
+    state = first.state_dict()
+    first.close()
+    second = ResizableLoader(
+        Indices(n), bs, shuffle=shuffle, num_workers=after_load, handover=handover, multiprocessing_context=FORK
+    )
+    second.load_state_dict(state)
+    try:
+        assert head + run_epoch(second, schedule) == expected
+    finally:
+        second.close()
+
+
+@PROPS
+@given(
+    replicas=st.integers(1, 3),
+    per_rank=st.integers(1, 12),
+    bs=st.integers(1, 4),
+    shuffle=st.booleans(),
+    epoch=st.integers(0, 3),
+    handover=handovers,
+    schedule=schedules,
+)
+def test_distributed_shards_are_disjoint_complete_and_each_ranks_order_is_kept(
+    replicas, per_rank, bs, shuffle, epoch, handover, schedule
+):
+    n = replicas * per_rank
+    seen: list[int] = []
+    for rank in range(replicas):
+        sampler = DistributedSampler(Indices(n), num_replicas=replicas, rank=rank, shuffle=shuffle, seed=5)
+        reference = DistributedSampler(Indices(n), num_replicas=replicas, rank=rank, shuffle=shuffle, seed=5)
+        reference.set_epoch(epoch)
+        loader = ResizableLoader(
+            Indices(n), bs, sampler=sampler, num_workers=1, handover=handover, multiprocessing_context=FORK
+        )
+        loader.sampler.set_epoch(epoch)  # as Lightning calls it on the loader's sampler
+        try:
+            got = [i for b in run_epoch(loader, schedule) for i in b]
+        finally:
+            loader.close()
+        assert got == list(reference)
+        seen += got
+    assert sorted(seen) == list(range(n))
+
+
+def test_an_epoch_left_early_stops_its_workers_on_close_and_on_a_new_iter():
+    before = live_children()
+    loader = ResizableLoader(
+        Indices(30),
+        2,
+        num_workers=2,
+        multiprocessing_context=FORK,
+        persistent_workers=True,
+        handover=0,
+        background_start=False,  # so the new pool is up when resize returns
+    )
+    for i, _ in enumerate(loader):
+        if i == 2:
+            loader.resize(1)  # the old pool is still serving, the new one started
+            assert len(live_children() - before) == 3
+            break
+    assert [b.tolist() for b in loader][0] == [0, 1]  # a new iter() starts the next pass cleanly
+    assert len(live_children() - before) == 1  # the persistent pool of the last count is kept
+    loader.close()
+    assert live_children() <= before
+
+
+def test_a_resize_requested_from_another_thread_applies_at_the_next_batch():
+    import threading
+
+    loader = ResizableLoader(Indices(12), 2, num_workers=0, multiprocessing_context=FORK)
+    it = iter(loader)
+    got = [next(it).tolist()]
+    t = threading.Thread(target=loader.request_resize, args=(2,))
+    t.start()
+    t.join()
+    got += [b.tolist() for b in it]
+    assert loader.num_workers == 2
+    assert [i for b in got for i in b] == list(range(12))
+
+
+def test_workers_start_with_one_thread_the_allotted_cores_and_the_users_init():
+    cores = [sorted(os.sched_getaffinity(0))[0]] if can_pin() else [0]
+    loader = ResizableLoader(
+        WorkerView(),
+        1,
+        num_workers=2,
+        collate_fn=lambda samples: samples[0],
+        worker_init_fn=tag_worker,
+        cores=cores,
+        multiprocessing_context=FORK,
+    )
+    with loader:
+        views = list(loader)
+    assert {v["threads"] for v in views} == {1}
+    assert {v["omp"] for v in views} == {"1"}
+    assert {v["tagged"] for v in views} == {"w0", "w1"}
+    if can_pin():
+        assert all(v["cores"] == cores for v in views)
+    assert all(v["pid"] != os.getpid() for v in views)
+
+
+def test_each_pool_seeds_its_workers_from_the_loaders_seed_not_the_global_rng():
+    def seeds() -> list[int]:
+        torch.manual_seed(1234)
+        loader = ResizableLoader(
+            WorkerView(), 1, seed=7, num_workers=1, collate_fn=lambda s: s[0], multiprocessing_context=FORK
+        )
+        with loader:
+            out = [v["seed"] for v in loader]
+        return out
+
+    first = seeds()
+    torch.randn(10)  # moving the global RNG must not change the workers' seeds
+    assert seeds() == first
+
+
+def test_pin_memory_prefetch_factor_and_a_collate_fn_survive_resizes():
+    loader = ResizableLoader(
+        Indices(20),
+        3,
+        num_workers=1,
+        pin_memory=True,  # no accelerator here: torch warns and pins nothing, the order must hold
+        prefetch_factor=3,
+        collate_fn=lambda samples: torch.tensor(samples) * 10,
+        handover=1,
+        multiprocessing_context=FORK,
+    )
+    with loader, pytest.warns(UserWarning, match="pin_memory"):
+        got = run_epoch(loader, {1: 2, 3: 0, 4: 1})
+    assert [i for b in got for i in b] == [10 * i for i in range(20)]

@@ -1,0 +1,96 @@
+"""ResizableLoader without worker processes: contract errors, epochs, len, state (in-process loading)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from adlrec.loader import ResizableLoader
+
+
+class Indices(torch.utils.data.Dataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        yield from range(3)
+
+
+def flat(batches) -> list[int]:
+    return [i for b in batches for i in b.tolist()]
+
+
+def test_an_iterable_dataset_or_a_dataset_without_len_is_refused_by_name():
+    with pytest.raises(TypeError, match="map-style dataset.*IterableDataset Stream"):
+        ResizableLoader(Stream())
+
+    class NoLen:
+        def __getitem__(self, i):
+            return i
+
+    with pytest.raises(TypeError, match="NoLen lacks __len__"):
+        ResizableLoader(NoLen())
+    with pytest.raises(ValueError, match="batch_size"):
+        ResizableLoader(Indices(3), batch_size=0)
+
+
+def test_epochs_advance_per_iter_like_a_shuffling_dataloader_and_set_epoch_picks_one():
+    plain = DataLoader(Indices(13), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(9))
+    passes = [flat(plain) for _ in range(4)]
+    loader = ResizableLoader(Indices(13), batch_size=4, shuffle=True, seed=9)
+    assert [flat(loader) for _ in range(2)] == passes[:2]
+    loader.sampler.set_epoch(3)  # what Lightning calls each epoch
+    assert flat(loader) == passes[3]
+    loader.set_epoch(0)
+    assert flat(loader) == passes[0]
+
+
+def test_len_is_the_epochs_batch_count_and_does_not_change_mid_epoch():
+    loader = ResizableLoader(Indices(10), batch_size=3, drop_last=True)
+    assert len(loader) == 3
+    it = iter(loader)
+    next(it)
+    loader.resize(0)
+    assert len(loader) == 3 and len(list(it)) == 2
+    assert len(ResizableLoader(Indices(10), batch_size=3)) == 4
+
+
+def test_state_dict_resumes_mid_epoch_and_after_an_epoch_ends():
+    loader = ResizableLoader(Indices(11), batch_size=2, shuffle=True, seed=1)
+    full = flat(loader), flat(loader)
+    loader = ResizableLoader(Indices(11), batch_size=2, shuffle=True, seed=1)
+    it = iter(loader)
+    head = flat([next(it) for _ in range(2)])
+    state = loader.state_dict()
+    assert state["epoch"] == 0 and state["batches_consumed"] == 2 and state["batches"] == 6
+    fresh = ResizableLoader(Indices(11), batch_size=2, shuffle=True, seed=777)  # the seed comes from the state
+    fresh.load_state_dict(state)
+    assert fresh.state_dict() == state
+    assert head + flat(fresh) == full[0]
+    assert fresh.state_dict()["epoch"] == 1 and fresh.state_dict()["batches_consumed"] == 0
+    assert flat(fresh) == full[1]
+
+
+def test_a_state_from_another_epoch_shape_is_refused():
+    state = ResizableLoader(Indices(11), batch_size=2).state_dict()
+    with pytest.raises(ValueError, match="had 6 batches, this loader has 4"):
+        ResizableLoader(Indices(11), batch_size=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="version"):
+        ResizableLoader(Indices(11), batch_size=2).load_state_dict({**state, "version": 99})
+
+
+def test_negative_worker_counts_are_refused():
+    loader = ResizableLoader(Indices(4))
+    with pytest.raises(ValueError):
+        loader.resize(-1)
+    with pytest.raises(ValueError):
+        loader.request_resize(-1)
