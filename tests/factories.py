@@ -87,3 +87,19 @@ def synthetic_profiles(workloads: int = 6, devices=("emulate:5", "emulate:20"), 
                 )
             )
     return out
+
+
+class Indices:
+    """A map-style dataset whose sample is its own index: order checks need nothing else.
+
+    Defined here, at module level, so DataLoader workers (fork or spawn) can unpickle it.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader, DistributedSampler
 
 from adlrec.loader import ResizableLoader, can_pin
+from tests.factories import Indices
 
 FORK = "fork"
 pytestmark = [
@@ -23,17 +24,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),  # 3 workers on 2 cores
 ]
 PROPS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-class Indices(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 class WorkerView(torch.utils.data.Dataset):

@@ -7,17 +7,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from adlrec.loader import ResizableLoader
-
-
-class Indices(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
+from tests.factories import Indices
 
 
 class Stream(IterableDataset):

@@ -9,17 +9,7 @@ from hypothesis import strategies as st
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 from adlrec.loader import EpochSampler, batches_of, handover_batches
-
-
-class Indices(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
+from tests.factories import Indices
 
 
 @settings(max_examples=50, deadline=None)
