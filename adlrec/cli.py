@@ -76,6 +76,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _store_args(ls)
     _add_model_commands(sub)
     _add_simulation_commands(sub)
+    _add_service_commands(sub)
     return parser
 
 
@@ -717,6 +718,48 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+# ==============================================================================================
+# The allocation service: `adlrec serve` (docs/service.md)
+# ==============================================================================================
+def _add_service_commands(sub) -> None:
+    sv = sub.add_parser(
+        "serve",
+        help="run the allocation service (HTTP API: jobs register, heartbeat and read their workers)",
+        description="Start the allocation service under uvicorn: a job store (SQLite in the data dir by default), "
+        "periodic recompute with the configured policy, predictions from the registered throughput model. "
+        "Without a token it listens on loopback only.",
+    )
+    sv.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1; others need a token)")
+    sv.add_argument("--port", type=_nonneg_int, default=None, help="TCP port (default 8470)")
+    sv.add_argument(
+        "--token",
+        default=None,
+        help="bearer token that guards every write (prefer $ADLREC_SERVICE_TOKEN: flags show in `ps`)",
+    )
+    sv.add_argument("--store-url", default=None, help="SQLAlchemy URL of the job store (default: sqlite in data dir)")
+    sv.add_argument("--policy", default=None, help="allocation policy: even | fixed | greedy | maxmin | optimal")
+    sv.add_argument("--interval", type=_pos_float, default=None, metavar="SECONDS", help="recompute period (30)")
+    sv.add_argument("--ttl", type=_pos_float, default=None, metavar="SECONDS", help="expire silent jobs after (120)")
+    _store_args(sv)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from adlrec.service.server import serve
+
+    settings = _settings(
+        args,
+        service_host=args.host,
+        service_port=args.port,
+        service_token=args.token,
+        service_store_url=args.store_url,
+        service_policy=args.policy,
+        service_interval_s=args.interval,
+        service_ttl_s=args.ttl,
+    )
+    serve(settings)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -736,6 +779,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_simulate(args)
         if args.command == "trace":
             return _cmd_trace(args)
+        if args.command == "serve":
+            return _cmd_serve(args)
         parser.error(f"unknown command {args.command}")
     except AdlrecError as exc:
         print(f"adlrec: error: {exc}", file=sys.stderr)

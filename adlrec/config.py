@@ -8,9 +8,9 @@ MLflow's own ``MLFLOW_TRACKING_URI``.  Settings are built by :func:`load_setting
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "load_settings"]
@@ -38,6 +38,42 @@ class Settings(BaseSettings):
     # Seed for sample order and job randomness.
     seed: int = 0
 
+    # -- the allocation service (`adlrec serve`, docs/service.md) ------------------------------
+    # Interface the service binds; anything but loopback needs service_token.
+    service_host: str = "127.0.0.1"
+    # TCP port the service listens on (0: any free port).
+    service_port: int = Field(default=8470, ge=0, le=65535)
+    # Bearer token every write must carry; unset: writes are open and the service binds loopback only.
+    service_token: SecretStr | None = None
+    # SQLAlchemy URL of the job store; empty means SQLite at data_dir/service.db.
+    service_store_url: str = ""
+    # Allocation policy the service runs (a name in adlrec.allocate.POLICIES).
+    service_policy: Literal["even", "fixed", "greedy", "maxmin", "optimal"] = "optimal"
+    # What the policy maximises: busy_gpus | throughput | weighted.
+    service_objective: Literal["busy_gpus", "throughput", "weighted"] = "busy_gpus"
+    # Hysteresis: a job's worker count changes only if that gains this share of its full-speed value.
+    service_threshold: float = Field(default=0.05, ge=0, le=1)
+    # Seconds between periodic recomputes of every node's plan.
+    service_interval_s: float = Field(default=30.0, gt=0)
+    # Seconds a recompute waits after a job registers or finishes, so a burst triggers one.
+    service_debounce_s: float = Field(default=1.0, ge=0)
+    # Seconds without a heartbeat after which a job expires and releases its workers.
+    service_ttl_s: float = Field(default=120.0, gt=0)
+    # Largest request body accepted, in bytes.
+    service_max_body_bytes: int = Field(default=65536, ge=1024)
+    # Logical cores of a node that registers without saying; 0: this machine's.
+    service_node_cores: int = Field(default=0, ge=0)
+    # Memory (MB) for loader workers on a node that registers without saying; 0: this machine's total.
+    service_node_memory_mb: int = Field(default=0, ge=0)
+    # Most loader workers any job may be given (the length of every curve the service predicts).
+    service_max_workers: int = Field(default=32, ge=1, le=256)
+    # Weight of a new heartbeat in the running mean of a measured point (1: the latest replaces it).
+    service_measure_alpha: float = Field(default=0.5, gt=0, le=1)
+    # Registry alias of the throughput model the service predicts with.
+    service_model_alias: str = "champion"
+    # Log each job's heartbeats to an MLflow run of its own (experiment adlrec-live), every interval.
+    service_live_runs: bool = True
+
     @property
     def resolved_tracking_uri(self) -> str:
         if self.tracking_uri:
@@ -52,6 +88,13 @@ class Settings(BaseSettings):
     @property
     def datasets_dir(self) -> Path:
         return self.data_dir / "datasets"
+
+    @property
+    def resolved_store_url(self) -> str:
+        """The service's job store: ``service_store_url``, else SQLite in the data dir."""
+        if self.service_store_url:
+            return self.service_store_url
+        return f"sqlite:///{(self.data_dir / 'service.db').resolve()}"
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -471,3 +471,79 @@ def log_simulation(
             ) from exc
         raise
     return run_id
+
+
+# ==============================================================================================
+# Live metrics of the jobs the allocation service knows: one MLflow run per job (docs/service.md)
+# ==============================================================================================
+LIVE_EXPERIMENT = "adlrec-live"
+LIVE_JOB_TAG = "adlrec.job_id"
+
+
+@dataclass(frozen=True)
+class LiveSample:
+    """One heartbeat's measurements of a job, to log as stepped metrics of its run."""
+
+    job_id: str
+    node: str
+    at: float  # seconds since the epoch
+    step: int  # the job's heartbeat number (the metric step)
+    metrics: dict[str, float]  # e.g. throughput, workers, data_wait, planned_workers
+
+
+class LiveRuns:
+    """One run per job in experiment ``adlrec-live``: created at its first sample, found again after a
+    restart by its ``adlrec.job_id`` tag, ended FINISHED (finished) or KILLED (expired)."""
+
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+        self.tracker = Tracker(tracking_uri, LIVE_EXPERIMENT, artifact_root)
+        self.client = self.tracker.client
+        self._runs: dict[str, str] = {}  # job id -> run id
+
+    def _find(self, job_id: str) -> str | None:
+        hit = self._runs.get(job_id)
+        if hit is not None:
+            return hit
+        found = self.client.search_runs(
+            [self.tracker.experiment_id()],
+            filter_string=f"tags.`{LIVE_JOB_TAG}` = '{job_id}' and attributes.status = 'RUNNING'",
+            max_results=1,
+        )
+        if found:
+            self._runs[job_id] = found[0].info.run_id
+            return found[0].info.run_id
+        return None
+
+    def run_id(self, job_id: str, node: str) -> str:
+        """The job's running run, created if it has none."""
+        run_id = self._find(job_id)
+        if run_id is None:
+            run = self.client.create_run(
+                self.tracker.experiment_id(), run_name=f"job-{job_id}", tags={LIVE_JOB_TAG: job_id, "adlrec.node": node}
+            )
+            run_id = self._runs[job_id] = run.info.run_id
+        return run_id
+
+    def log(self, samples: list[LiveSample]) -> int:
+        """Log samples as stepped metrics, one batch per job; returns the number of metric values."""
+        by_job: dict[str, list[LiveSample]] = {}
+        for s in samples:
+            by_job.setdefault(s.job_id, []).append(s)
+        n = 0
+        for job_id, group in by_job.items():
+            run_id = self.run_id(job_id, group[0].node)
+            metrics = [Metric(k, float(v), int(s.at * 1000), s.step) for s in group for k, v in s.metrics.items()]
+            for i in range(0, len(metrics), 900):
+                self.client.log_batch(run_id, metrics=metrics[i : i + 900])
+            n += len(metrics)
+        return n
+
+    def end(self, job_id: str, status: str) -> None:
+        """End the job's run, if it has one: ``finished`` -> FINISHED, anything else (expired) -> KILLED."""
+        run_id = self._find(job_id)
+        if run_id is not None:
+            self.client.set_terminated(run_id, "FINISHED" if status == "finished" else "KILLED")
+            self._runs.pop(job_id, None)
+
+
+__all__ += ["LiveRuns", "LiveSample"]

@@ -1,0 +1,193 @@
+"""A small client of the allocation service that never raises into a training loop.
+
+Short timeouts, a few retries with exponential backoff on connection errors and 5xx, then it gives
+up for this call and answers with what it knew last: when the service is away a job keeps its last
+plan, and the client logs that once (and once more when the service is back).  A job the service
+no longer knows (its store was wiped) is registered again from the saved registration.
+
+    client = ServiceClient("http://127.0.0.1:8470", token=os.environ.get("ADLREC_SERVICE_TOKEN"))
+    client.register(node="gpu-01", probe=features.to_dict(), requested_workers=8)
+    for step, batch in enumerate(loader):
+        ...
+        if step % 50 == 0:
+            a = client.heartbeat(throughput=meter.rate, workers=loader.num_workers, data_wait=meter.wait)
+            if a is not None and a.new:
+                loader.resize(a.workers)          # each plan is applied exactly once
+    client.finish()
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+__all__ = ["Assignment", "ServiceClient"]
+
+log = logging.getLogger("adlrec.client")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What the job should run with, as last heard from the service."""
+
+    workers: int
+    plan_id: int | None  # the plan that decided it; None until the node has one that includes the job
+    status: str  # active | expired | finished
+    new: bool  # True the first time this plan id is returned: apply it now (and only now)
+    stale: bool = False  # True when the service could not be reached and this is the last known answer
+
+
+class ServiceClient:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 2.0,
+        retries: int = 2,
+        backoff_s: float = 0.1,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
+            transport=transport,
+        )
+        self.url = url
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+        self.job_id: str | None = None
+        self._registration: dict[str, Any] | None = None
+        self._last: Assignment | None = None
+        self._seen_plan: int | None = None
+        self._away = False
+        self._complained: set[str] = set()
+
+    # -- the job's life -----------------------------------------------------------------------
+    def register(self, node: str, **fields: Any) -> str | None:
+        """Register the job (fields as in POST /jobs: probe= or curve=, bounds); returns its id or None."""
+        body = {"node": node, **{k: v for k, v in fields.items() if v is not None}}
+        if self.job_id is not None:
+            body.setdefault("job_id", self.job_id)
+        self._registration = body
+        data = self._call("POST", "/jobs", body)
+        if data is None:
+            return self.job_id
+        self.job_id = data["job_id"]
+        self._registration = body | {"job_id": self.job_id}
+        self._take(data["assignment"])
+        return self.job_id
+
+    def heartbeat(
+        self, throughput: float | None = None, workers: int | None = None, data_wait: float | None = None
+    ) -> Assignment | None:
+        """Report measurements; returns the assignment (the last known one, ``stale``, if the service is away)."""
+        if self.job_id is None:
+            if self._registration is None or self.register(**self._registration) is None:
+                return self._stale()
+        body = {"throughput": throughput, "workers": workers, "data_wait": data_wait}
+        body = {k: v for k, v in body.items() if v is not None}
+        data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, unknown_ok=True)
+        if data == "unknown" and self._registration is not None:
+            log.warning("service at %s no longer knows job %s; registering it again", self.url, self.job_id)
+            if self.register(**self._registration) is None:
+                return self._stale()
+            data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body)
+        if not isinstance(data, dict):
+            return self._stale()
+        return self._take(data)
+
+    def finish(self) -> bool:
+        if self.job_id is None:
+            return False
+        return self._call("POST", f"/jobs/{self.job_id}/finish", {}) is not None
+
+    def plan(self, node: str) -> dict[str, Any] | None:
+        """The node's current plan as JSON, or None."""
+        return self._call("GET", f"/nodes/{node}/plan")
+
+    @property
+    def last(self) -> Assignment | None:
+        return self._last
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _take(self, data: dict[str, Any]) -> Assignment:
+        plan_id = data.get("plan_id")
+        new = plan_id is not None and plan_id != self._seen_plan
+        if new:
+            self._seen_plan = plan_id
+        self._last = Assignment(int(data["workers"]), plan_id, str(data["status"]), new)
+        return self._last
+
+    def _stale(self) -> Assignment | None:
+        if self._last is None:
+            return None
+        a = self._last
+        return Assignment(a.workers, a.plan_id, a.status, new=False, stale=True)
+
+    def _call(self, method: str, path: str, body: dict | None = None, unknown_ok: bool = False) -> Any:
+        """The JSON answer; None on any failure (logged); "unknown" for a 404 when ``unknown_ok``."""
+        try:
+            for attempt in range(self.retries + 1):
+                try:
+                    r = self._http.request(method, path, json=body if method != "GET" else None)
+                except httpx.TransportError as exc:
+                    err = f"{type(exc).__name__}: {exc}"
+                else:
+                    if r.status_code < 500:
+                        break
+                    err = f"HTTP {r.status_code}"
+                if attempt < self.retries:
+                    self.sleep(self.backoff_s * 2**attempt)
+            else:
+                self._went_away(err)
+                return None
+            self._came_back()
+            if r.status_code == 404 and unknown_ok:
+                return "unknown"
+            if r.status_code >= 400:
+                self._complain_once(f"{method} {path.split('/')[1]} {r.status_code}", r)
+                return None
+            return r.json()
+        except Exception:  # a bug here must never stop training
+            log.exception("adlrec client: unexpected error calling %s %s; carrying on", method, path)
+            return None
+
+    def _went_away(self, err: str) -> None:
+        if not self._away:
+            keep = f"keeping {self._last.workers} workers (plan {self._last.plan_id})" if self._last else "no plan yet"
+            log.warning("adlrec service at %s unreachable (%s); %s until it returns", self.url, err, keep)
+        self._away = True
+
+    def _came_back(self) -> None:
+        if self._away:
+            log.info("adlrec service at %s is back", self.url)
+        self._away = False
+
+    def _complain_once(self, key: str, r: httpx.Response) -> None:
+        if key in self._complained:
+            return
+        self._complained.add(key)
+        try:
+            detail = r.json().get("detail", r.text)
+        except ValueError:
+            detail = r.text
+        log.error("adlrec service refused %s: %s", key, str(detail)[:300])

@@ -1,0 +1,245 @@
+"""``create_app(settings)``: the allocation service as a FastAPI application.
+
+Tests and ``adlrec serve`` build it with their own settings, and may pass a store (e.g. on a
+PostgreSQL URL), a clock and a predictor.  The app's lifespan loads the throughput model, starts
+the periodic recompute, and stops it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from adlrec import __version__
+from adlrec.config import Settings
+from adlrec.predict.features import ProbeError
+from adlrec.service.deps import ClientError, Parts
+from adlrec.service.live import LiveLog
+from adlrec.service.metrics import Metrics
+from adlrec.service.predictor import Predictor
+from adlrec.service.records import NodeInfo
+from adlrec.service.routes import health, jobs, model, nodes, plans
+from adlrec.service.scheduler import RecomputeConfig, Recomputer
+from adlrec.service.store import JobNotActive, JobStore, StoreError, UnknownJob, UnknownNode
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("adlrec.service")
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: JobStore | None = None,
+    clock: Callable[[], float] = time.time,
+    predictor: Predictor | None = None,
+    start_scheduler: bool = True,
+) -> FastAPI:
+    """The service.  ``store``: a JobStore to use (default: one on ``settings.resolved_store_url``,
+    closed at shutdown); ``clock``: seconds since the epoch, for timestamps and TTLs;
+    ``start_scheduler=False`` leaves recomputes to ``POST /plans/recompute``."""
+    own_store = store is None
+    store = store or JobStore(settings.resolved_store_url, clock=clock, measure_alpha=settings.service_measure_alpha)
+    predictor = predictor or Predictor(
+        settings.resolved_tracking_uri, settings.artifact_root, alias=settings.service_model_alias
+    )
+    metrics = Metrics()
+    live = LiveLog(settings.resolved_tracking_uri, settings.artifact_root) if settings.service_live_runs else None
+    recomputer = Recomputer(
+        store,
+        predictor,
+        RecomputeConfig(
+            policy=settings.service_policy,
+            objective=settings.service_objective,
+            threshold=settings.service_threshold,
+            ttl_s=settings.service_ttl_s,
+            interval_s=settings.service_interval_s,
+            debounce_s=settings.service_debounce_s,
+        ),
+        metrics,
+        live,
+    )
+    parts = Parts(
+        settings=settings,
+        store=store,
+        predictor=predictor,
+        recomputer=recomputer,
+        metrics=metrics,
+        default_node=_default_node(settings),
+        live=live,
+        clock=clock,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        predictor.refresh()
+        if start_scheduler:
+            recomputer.start()
+        log.info(
+            "adlrec service: store %s, policy %s, model %s, recompute every %gs",
+            store.engine.url.render_as_string(hide_password=True),
+            settings.service_policy,
+            predictor.info.source,
+            settings.service_interval_s,
+        )
+        try:
+            yield
+        finally:
+            recomputer.stop()
+            recomputer.flush_live()
+            if own_store:
+                store.close()
+
+    app = FastAPI(
+        title="adlrec allocation service",
+        version=__version__,
+        description="Training jobs register, report measured throughput, and read how many DataLoader "
+        "workers to run with. Writes need `Authorization: Bearer <token>` when the service has a token.",
+        lifespan=lifespan,
+    )
+    app.state.parts = parts
+    for r in (jobs.router, nodes.router, plans.router, model.router, health.router):
+        app.include_router(r)
+    _add_error_handlers(app)
+    app.add_middleware(_Metered, metrics=metrics)
+    app.add_middleware(_BodyLimit, limit=settings.service_max_body_bytes)
+    return app
+
+
+def _default_node(settings: Settings) -> NodeInfo:
+    import psutil
+
+    cores = settings.service_node_cores or os.cpu_count() or 1
+    memory = settings.service_node_memory_mb or int(psutil.virtual_memory().total // 2**20)
+    return NodeInfo("default", cores, memory)
+
+
+# -- errors: every client mistake is a short 4xx that names the field ----------------------------
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = str(err.get("msg", "invalid"))
+    return msg.removeprefix("Value error, ")
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": "body", "message": "not valid JSON"}
+            if e.get("type") == "json_invalid"
+            else {"field": _field(tuple(e.get("loc", ()))), "message": _message(e)}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        return JSONResponse(status_code=422, content={"detail": f"invalid request: {detail}", "errors": errors})
+
+    @app.exception_handler(ClientError)
+    async def _client(request: Request, exc: ClientError) -> JSONResponse:
+        return JSONResponse(
+            status_code=exc.status_code,
+            content={"detail": f"invalid request: {exc}", "errors": [{"field": exc.field, "message": exc.message}]},
+        )
+
+    @app.exception_handler(ProbeError)
+    async def _probe(request: Request, exc: ProbeError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": f"invalid request: probe: {exc}"})
+
+    @app.exception_handler(StoreError)
+    async def _store(request: Request, exc: StoreError) -> JSONResponse:
+        code = 404 if isinstance(exc, (UnknownJob, UnknownNode)) else 409 if isinstance(exc, JobNotActive) else 400
+        return JSONResponse(status_code=code, content={"detail": str(exc)})
+
+
+# -- middleware (pure ASGI: no buffering of responses) ---------------------------------------
+class _BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413, by header and by counting what arrives."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _too_large(send, self.limit)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await _too_large(send, self.limit)
+                return
+            more = msg.get("more_body", False)
+        body, sent = b"".join(chunks), False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _too_large(send: Callable, limit: int) -> None:
+    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _Metered:
+    """Count requests by route template and status, and time them."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        code = 500
+
+        async def sending(msg: dict) -> None:
+            nonlocal code
+            if msg["type"] == "http.response.start":
+                code = msg["status"]
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = scope.get("route")
+            self.metrics.observe(time.perf_counter() - t0)
+            self.metrics.inc(
+                "adlrec_http_requests_total",
+                method=scope.get("method", ""),
+                route=getattr(route, "path", "unmatched"),
+                code=str(code),
+            )

@@ -1,0 +1,67 @@
+"""What routes depend on: the service's parts, the bearer-token check, and client errors."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+
+from adlrec.config import Settings
+from adlrec.service.live import LiveLog
+from adlrec.service.metrics import Metrics
+from adlrec.service.predictor import Predictor
+from adlrec.service.records import NodeInfo
+from adlrec.service.scheduler import Recomputer
+from adlrec.service.store import JobStore
+
+__all__ = ["Authorized", "ClientError", "Parts", "PartsDep", "require_token"]
+
+
+class ClientError(Exception):
+    """A request that passed validation but cannot be served as asked; answered 4xx naming the field."""
+
+    def __init__(self, field: str, message: str, status_code: int = 422) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message, self.status_code = field, message, status_code
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Everything a route may use, built once by create_app."""
+
+    settings: Settings
+    store: JobStore
+    predictor: Predictor
+    recomputer: Recomputer
+    metrics: Metrics
+    default_node: NodeInfo  # budgets of a node that appears only through a job registration
+    live: LiveLog | None = None  # per-job MLflow runs of heartbeats; None when switched off
+    clock: Callable[[], float] = time.time
+
+
+async def get_parts(request: Request) -> Parts:
+    return request.app.state.parts
+
+
+PartsDep = Annotated[Parts, Depends(get_parts)]
+
+
+async def require_token(request: Request, parts: PartsDep) -> None:
+    """Every write carries ``Authorization: Bearer <service_token>`` when a token is configured."""
+    token = parts.settings.service_token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
+        raise HTTPException(
+            status_code=status.HTTP_401_UNAUTHORIZED,
+            detail="missing or wrong bearer token (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+Authorized = Depends(require_token)

@@ -1,0 +1,95 @@
+"""The service's counters, written in Prometheus' text exposition format (version 0.0.4).
+
+Small and dependency-free: counters and gauges keyed by label tuples, and one latency histogram.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+
+__all__ = ["Metrics"]
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, math.inf)
+
+HELP = {
+    "adlrec_http_requests_total": ("counter", "HTTP requests by method, route and status code"),
+    "adlrec_http_request_seconds": ("histogram", "HTTP request latency in seconds, all routes"),
+    "adlrec_heartbeats_total": ("counter", "heartbeats received"),
+    "adlrec_registrations_total": ("counter", "job registrations"),
+    "adlrec_recomputes_total": ("counter", "recomputes run, by trigger"),
+    "adlrec_recompute_failures_total": ("counter", "recomputes that raised (logged with their traceback)"),
+    "adlrec_recompute_seconds_last": ("gauge", "duration of the last recompute in seconds"),
+    "adlrec_plans_stored_total": ("counter", "plans stored (one per node whose allocation changed)"),
+    "adlrec_infeasible_total": ("counter", "node recomputes that found no feasible plan"),
+    "adlrec_jobs_expired_total": ("counter", "jobs expired for silence"),
+    "adlrec_live_metrics_logged_total": ("counter", "heartbeat metric values logged to the jobs' MLflow runs"),
+    "adlrec_live_log_failures_total": ("counter", "flushes of live metrics to MLflow that failed (logged)"),
+    "adlrec_jobs": ("gauge", "jobs in the store by status"),
+    "adlrec_plans": ("gauge", "plans in the history"),
+}
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        self._hist = [0] * len(BUCKETS)
+        self._hist_sum = 0.0
+        self._hist_count = 0
+
+    def inc(self, name: str, amount: float = 1.0, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        with self._lock:
+            series = self._values.setdefault(name, {})
+            series[key] = series.get(key, 0.0) + amount
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        with self._lock:
+            self._values.setdefault(name, {})[key] = value
+
+    def observe(self, seconds: float) -> None:
+        with self._lock:
+            for i, b in enumerate(BUCKETS):
+                if seconds <= b:
+                    self._hist[i] += 1
+                    break
+            self._hist_sum += seconds
+            self._hist_count += 1
+
+    def value(self, name: str, **labels: str) -> float:
+        with self._lock:
+            return self._values.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+    def render(self, gauges: Mapping[str, Mapping[tuple[tuple[str, str], ...], float]] | None = None) -> str:
+        """All series as Prometheus text; ``gauges`` adds values read at scrape time."""
+        with self._lock:
+            values = {k: dict(v) for k, v in self._values.items()}
+            hist, hsum, hcount = list(self._hist), self._hist_sum, self._hist_count
+        for name, series in (gauges or {}).items():
+            values.setdefault(name, {}).update(series)
+        lines = []
+        for name, (kind, text) in HELP.items():
+            if kind == "histogram":
+                lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
+                acc = 0
+                for b, n in zip(BUCKETS, hist, strict=True):
+                    acc += n
+                    le = "+Inf" if math.isinf(b) else f"{b:g}"
+                    lines.append(f'{name}_bucket{{le="{le}"}} {acc}')
+                lines += [f"{name}_sum {hsum:.6f}", f"{name}_count {hcount}"]
+                continue
+            series = values.get(name)
+            if not series:
+                continue
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+            for key, v in sorted(series.items()):
+                labels = ",".join(f'{k}="{_escape(val)}"' for k, val in key)
+                lines.append(f"{name}{{{labels}}} {v:g}" if labels else f"{name} {v:g}")
+        return "\n".join(lines) + "\n"
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,99 @@
+"""Predicted curves for registering jobs: the registered throughput model, else the analytic one.
+
+The model is loaded from the MLflow registry by alias (``models:/adlrec-throughput@champion``) and
+reloaded when the alias moves to another version (:meth:`Predictor.refresh`, run by each periodic
+recompute).  When no model is registered, or the registry cannot be read, the analytic model
+predicts and :attr:`Predictor.source` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adlrec.predict.features import ProbeFeatures
+from adlrec.predict.models import AnalyticModel
+
+__all__ = ["ModelInfo", "Predictor"]
+
+log = logging.getLogger("adlrec.service")
+
+MODEL_NAME = "adlrec-throughput"  # adlrec.tracking.MODEL_NAME, kept here so importing this needs no mlflow
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The throughput model in use."""
+
+    name: str  # registered model name, or "analytic" for the fallback
+    version: str | None  # registry version; None for the fallback
+    alias: str  # the alias the service follows
+    source: str  # how a predicted curve names its origin: "adlrec-throughput v3" or "analytic"
+    note: str = ""  # why the fallback is in use, if it is
+
+
+class Predictor:
+    """Thread-safe: routes predict while the scheduler refreshes."""
+
+    def __init__(self, tracking_uri: str, artifact_root: Path | None, alias: str = "champion") -> None:
+        self.tracking_uri = tracking_uri
+        self.artifact_root = artifact_root
+        self.alias = alias
+        self._lock = threading.Lock()
+        self._pyfunc: Any = None
+        self._info = ModelInfo("analytic", None, alias, "analytic", "not loaded yet")
+        self._registry: Any = None
+
+    @property
+    def info(self) -> ModelInfo:
+        return self._info
+
+    def refresh(self) -> bool:
+        """Load the model the alias points at if it moved; returns True when the model changed."""
+        try:
+            if self._registry is None:
+                from adlrec.tracking import ModelRegistry  # mlflow is heavy: import it only here
+
+                self._registry = ModelRegistry(self.tracking_uri, self.artifact_root)
+            champ = self._registry.client.get_model_version_by_alias(MODEL_NAME, self.alias)
+            version = str(champ.version)
+        except Exception as exc:  # no model, no alias, or the registry is away: fall back, say why
+            note = f"no {MODEL_NAME}@{self.alias} in {self.tracking_uri} ({type(exc).__name__})"
+            was_model = self._info.version is not None
+            if self._info.note != note:
+                log.info("throughput model: analytic fallback; %s", note)
+            with self._lock:
+                self._pyfunc = None
+                self._info = ModelInfo("analytic", None, self.alias, "analytic", note)
+            return was_model
+        if version == self._info.version:
+            return False
+        loaded = self._registry.load(self.alias)
+        if loaded is None:
+            return False
+        pyfunc, version = loaded
+        with self._lock:
+            self._pyfunc = pyfunc
+            self._info = ModelInfo(MODEL_NAME, version, self.alias, f"{MODEL_NAME} v{version}")
+        log.info("throughput model: %s@%s is version %s", MODEL_NAME, self.alias, version)
+        return True
+
+    def predict(self, features: ProbeFeatures, max_workers: int) -> tuple[tuple[float, ...], str]:
+        """The curve for w = 0..max_workers and its source."""
+        workers = list(range(max_workers + 1))
+        with self._lock:
+            pyfunc, info = self._pyfunc, self._info
+        if pyfunc is None:
+            curve = AnalyticModel().predict(features, workers)
+        else:
+            import pandas as pd
+
+            rows = pd.DataFrame([features.to_dict() | {"workers": w} for w in workers])
+            curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+        curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
+        return tuple(float(t) for t in curve), info.source

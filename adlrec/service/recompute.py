@@ -1,0 +1,88 @@
+"""The service's decision, as pure functions: a store snapshot in, one outcome per node out.
+
+No clock, no database, no network: the scheduler reads a :class:`Snapshot`, calls
+:func:`compute_plans`, and stores the outcomes that changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from adlrec.allocate import POLICIES, InfeasibleRequest
+from adlrec.schemas import AllocationRequest, JobDemand
+from adlrec.service.records import JobRecord, NodeInfo, NodeOutcome, PlanRecord, Snapshot
+
+__all__ = ["compute_plans", "effective_curve", "job_demand", "node_request"]
+
+
+def effective_curve(predicted: tuple[float, ...], measured: Mapping[int, float]) -> tuple[float, ...]:
+    """The predicted curve with every measured point put in its place (learning online)."""
+    return tuple(float(measured.get(w, t)) for w, t in enumerate(predicted))
+
+
+def job_demand(job: JobRecord, measured: Mapping[int, float], planned: int | None) -> JobDemand:
+    """The allocator's view of one job; it runs with what it reported, else what its plan said."""
+    s = job.spec
+    current = job.reported_workers if job.reported_workers is not None else planned
+    return JobDemand(
+        job_id=s.job_id,
+        curve=effective_curve(s.curve, measured),
+        gpus=s.gpus,
+        weight=s.weight,
+        min_workers=s.min_workers,
+        max_workers=s.max_workers,
+        mem_per_worker_mb=s.mem_per_worker_mb,
+        current_workers=current,
+        requested_workers=s.requested_workers,
+        main_cores=s.main_cores,
+    )
+
+
+def node_request(
+    node: NodeInfo,
+    jobs: tuple[JobRecord, ...],
+    points: Mapping[str, Mapping[int, float]],
+    latest: PlanRecord | None,
+    objective: str,
+    threshold: float,
+) -> AllocationRequest:
+    """The allocation request for one node: its budgets and its active jobs in registration order."""
+    planned = latest.plan.workers if latest is not None else {}
+    return AllocationRequest(
+        cores=node.cores,
+        memory_mb=node.memory_mb,
+        jobs=tuple(job_demand(j, points.get(j.job_id, {}), planned.get(j.job_id)) for j in jobs),
+        objective=objective,
+        threshold=threshold,
+    )
+
+
+def compute_plans(snapshot: Snapshot, policy: str, objective: str, threshold: float) -> list[NodeOutcome]:
+    """One outcome per node that has active jobs or a current plan, sorted by node name.
+
+    A plan is marked ``changed`` when its worker counts (or its set of jobs) differ from the node's
+    current plan, so a steady node does not grow its history and clients apply each plan once.
+    A node whose last job left gets an empty plan, which releases its workers.
+    """
+    run = POLICIES[policy]
+    by_node: dict[str, list[JobRecord]] = {}
+    for job in snapshot.jobs:
+        by_node.setdefault(job.spec.node, []).append(job)
+    names = sorted(set(by_node) | {n for n, p in snapshot.latest.items() if p.plan.workers})
+    out = []
+    for name in names:
+        node = snapshot.nodes[name]
+        latest = snapshot.latest.get(name)
+        try:
+            request = node_request(node, tuple(by_node.get(name, ())), snapshot.points, latest, objective, threshold)
+        except ValueError as exc:  # a record the allocator refuses: report it, keep the other nodes going
+            out.append(NodeOutcome(name, None, None, changed=False, error=str(exc)))
+            continue
+        try:
+            plan = run(request)
+        except InfeasibleRequest as exc:
+            out.append(NodeOutcome(name, request, None, changed=False, error=str(exc)))
+            continue
+        changed = latest is None or latest.plan.workers != plan.workers
+        out.append(NodeOutcome(name, request, plan, changed=changed))
+    return out

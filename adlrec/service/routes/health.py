@@ -1,0 +1,37 @@
+"""Liveness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
+
+from adlrec import __version__
+from adlrec.service.api import HealthOut
+from adlrec.service.deps import PartsDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health", summary="The service is up and its store answers")
+def health(parts: PartsDep) -> HealthOut:
+    parts.store.counts()  # a store that does not answer makes this a 500, which is the point
+    return HealthOut(
+        status="ok",
+        version=__version__,
+        store=parts.store.engine.dialect.name,
+        policy=parts.settings.service_policy,
+    )
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    summary="Counters in Prometheus text format",
+)
+def metrics(parts: PartsDep) -> PlainTextResponse:
+    counts = parts.store.counts()
+    gauges = {
+        "adlrec_jobs": {(("status", s),): float(n) for s, n in counts.items() if s != "plans"},
+        "adlrec_plans": {(): float(counts["plans"])},
+    }
+    return PlainTextResponse(parts.metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,110 @@
+"""Jobs: register, heartbeat, finish, and read them back."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from adlrec.predict.features import ProbeError, ProbeFeatures
+from adlrec.service.api import AssignmentOut, FinishOut, Heartbeat, JobOut, JobRegistration
+from adlrec.service.deps import Authorized, ClientError, Parts, PartsDep
+from adlrec.service.records import JobRecord, JobSpec
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job's id")]
+
+
+def _out(parts: Parts, job: JobRecord) -> JobOut:
+    return JobOut.of(job, parts.store.points(job.job_id), parts.store.assignment(job.job_id))
+
+
+def _spec(parts: Parts, body: JobRegistration) -> JobSpec:
+    job_id = body.job_id or uuid.uuid4().hex[:16]
+    if body.curve is not None:
+        curve, source, features, hi = tuple(body.curve), "explicit", None, body.max_workers
+    else:
+        cap = parts.settings.service_max_workers
+        hi = body.max_workers if body.max_workers is not None else cap
+        if hi > cap:
+            raise ClientError("max_workers", f"{hi} is above this service's limit of {cap} workers")
+        if body.min_workers > hi:
+            raise ClientError("min_workers", f"{body.min_workers} is above max_workers ({hi})")
+        try:
+            features = ProbeFeatures(**body.probe.model_dump())
+        except ProbeError as exc:
+            raise ClientError("probe", str(exc)) from None
+        curve, source = parts.predictor.predict(features, hi)
+        features = features.to_dict()
+    return JobSpec(
+        job_id=job_id,
+        node=body.node,
+        curve=curve,
+        curve_source=source,
+        features=features,
+        gpus=body.gpus,
+        weight=body.weight,
+        min_workers=body.min_workers,
+        max_workers=hi,
+        requested_workers=body.requested_workers,
+        mem_per_worker_mb=body.mem_per_worker_mb,
+        main_cores=body.main_cores,
+    )
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[Authorized],
+    summary="Register a job (or register it again: its spec is replaced and its measurements forgotten)",
+)
+def register(body: JobRegistration, parts: PartsDep, response: Response) -> JobOut:
+    job, created = parts.store.register(_spec(parts, body), parts.default_node)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    parts.metrics.inc("adlrec_registrations_total")
+    parts.recomputer.poke("register")
+    return _out(parts, job)
+
+
+@router.post(
+    "/{job_id}/heartbeat",
+    dependencies=[Authorized],
+    summary="Report measured throughput; the answer is the worker count to run with and its plan id",
+)
+def heartbeat(job_id: JobId, body: Heartbeat, parts: PartsDep) -> AssignmentOut:
+    if body.throughput is not None and body.workers is None:
+        raise ClientError("workers", "a measured throughput needs the worker count it was measured at")
+    job, assignment, revived = parts.store.heartbeat(job_id, body.throughput, body.workers, body.data_wait)
+    parts.metrics.inc("adlrec_heartbeats_total")
+    if revived:  # it had expired; plan for it again soon rather than at the next interval
+        parts.recomputer.poke("revive")
+    if parts.live is not None:
+        sample = {"throughput": body.throughput, "workers": body.workers, "data_wait": body.data_wait}
+        parts.live.record(job_id, job.spec.node, job.last_seen, sample | {"planned_workers": assignment.workers})
+    return AssignmentOut.of(assignment)
+
+
+@router.post("/{job_id}/finish", dependencies=[Authorized], summary="The job has ended: release its workers")
+def finish(job_id: JobId, parts: PartsDep) -> FinishOut:
+    job = parts.store.finish(job_id)
+    if parts.live is not None:
+        parts.live.end(job_id, job.status)
+    parts.recomputer.poke("finish")
+    return FinishOut(job_id=job.job_id, status=job.status)
+
+
+@router.get("", summary="Jobs, in registration order")
+def list_jobs(
+    parts: PartsDep,
+    status: Annotated[str | None, Query(pattern="^(active|finished|expired)$")] = None,
+    node: Annotated[str | None, Query(max_length=128)] = None,
+) -> list[JobOut]:
+    return [_out(parts, j) for j in parts.store.jobs(status=status, node=node)]
+
+
+@router.get("/{job_id}", summary="One job: its curve (predicted and measured), state and assignment")
+def get_job(job_id: JobId, parts: PartsDep) -> JobOut:
+    return _out(parts, parts.store.job(job_id))

@@ -1,0 +1,46 @@
+"""Plans: the current plan per node, the paged history, and an explicit recompute."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query
+
+from adlrec.service.api import PlanOut, PlanPage, RecomputeOut
+from adlrec.service.deps import Authorized, PartsDep
+
+router = APIRouter(tags=["plans"])
+
+
+@router.get("/nodes/{name}/plan", summary="The node's current plan (404 until the first one)")
+def current_plan(name: Annotated[str, Path(min_length=1, max_length=128)], parts: PartsDep) -> PlanOut:
+    parts.store.node(name)  # 404 for an unknown node
+    latest = parts.store.latest_plan(name)
+    if latest is None:
+        raise HTTPException(status_code=404, detail=f"node {name!r} has no plan yet")
+    return PlanOut.of(latest)
+
+
+@router.get("/plans", summary="Plan history, newest first, paged by plan id")
+def history(
+    parts: PartsDep,
+    node: Annotated[str | None, Query(max_length=128)] = None,
+    before: Annotated[int | None, Query(ge=1, description="only plans with a smaller id")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> PlanPage:
+    plans = parts.store.plans(node=node, before=before, limit=limit)
+    more = len(plans) == limit and plans[-1].plan_id > 1
+    return PlanPage(plans=[PlanOut.of(p) for p in plans], next_before=plans[-1].plan_id if more else None)
+
+
+@router.get("/plans/{plan_id}", summary="One plan by id")
+def get_plan(plan_id: Annotated[int, Path(ge=1)], parts: PartsDep) -> PlanOut:
+    p = parts.store.plan(plan_id)
+    if p is None:
+        raise HTTPException(status_code=404, detail=f"no plan {plan_id}")
+    return PlanOut.of(p)
+
+
+@router.post("/plans/recompute", dependencies=[Authorized], summary="Recompute every node's plan now")
+def recompute(parts: PartsDep) -> RecomputeOut:
+    return RecomputeOut(plans=[PlanOut.of(p) for p in parts.recomputer.recompute("request")])

@@ -1,0 +1,165 @@
+"""When the service recomputes: every interval, and shortly after a job registers or finishes.
+
+:meth:`Recomputer.recompute` is the one place that runs a recompute: expire silent jobs, read a
+snapshot, call the pure :func:`~adlrec.service.recompute.compute_plans`, store the plans that
+changed.  An APScheduler ``BackgroundScheduler`` runs it every ``interval_s`` and, debounced, after
+register/finish.  A failure in the background is logged with its traceback and counted, never
+swallowed silently; the next run tries again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from adlrec.service.live import LiveLog
+from adlrec.service.metrics import Metrics
+from adlrec.service.predictor import Predictor
+from adlrec.service.recompute import compute_plans
+from adlrec.service.records import ACTIVE, PlanRecord
+from adlrec.service.store import JobStore
+
+__all__ = ["Recomputer", "RecomputeConfig"]
+
+log = logging.getLogger("adlrec.service")
+
+
+@dataclass(frozen=True)
+class RecomputeConfig:
+    policy: str  # a name in adlrec.allocate.POLICIES
+    objective: str  # busy_gpus | throughput | weighted
+    threshold: float  # hysteresis share
+    ttl_s: float  # silence after which a job expires
+    interval_s: float  # seconds between periodic recomputes
+    debounce_s: float  # delay of the recompute a register/finish asks for
+
+
+class Recomputer:
+    def __init__(
+        self,
+        store: JobStore,
+        predictor: Predictor,
+        config: RecomputeConfig,
+        metrics: Metrics,
+        live: LiveLog | None = None,
+    ) -> None:
+        self.store = store
+        self.live = live
+        self.predictor = predictor
+        self.config = config
+        self.metrics = metrics
+        self._lock = threading.Lock()  # one recompute at a time, whoever asked
+        self._scheduler: BackgroundScheduler | None = None
+
+    def recompute(self, trigger: str = "manual") -> list[PlanRecord]:
+        """Expire silent jobs, plan every node, store the changed plans; returns them."""
+        c = self.config
+        with self._lock:
+            t0 = time.perf_counter()
+            expired = self.store.expire(c.ttl_s)
+            if expired:
+                self.metrics.inc("adlrec_jobs_expired_total", len(expired))
+                log.info("expired %d silent job(s): %s", len(expired), ", ".join(expired[:10]))
+                if self.live is not None:
+                    for job_id in expired:
+                        self.live.end(job_id, "expired")
+            outcomes = compute_plans(self.store.snapshot(), c.policy, c.objective, c.threshold)
+            for o in outcomes:
+                if o.error:
+                    self.metrics.inc("adlrec_infeasible_total")
+                    log.warning("node %s: no plan: %s", o.node, o.error)
+            stored = self.store.add_plans(outcomes)
+            self.metrics.set("adlrec_recompute_seconds_last", time.perf_counter() - t0)
+        self.metrics.inc("adlrec_recomputes_total", trigger=trigger)
+        self.metrics.inc("adlrec_plans_stored_total", len(stored))
+        for p in stored:
+            log.info("plan %d for node %s: %s", p.plan_id, p.node, p.plan.workers)
+        return stored
+
+    def refresh_model(self) -> None:
+        """Follow the registry alias; when the model changed, predict the active jobs' curves again."""
+        if not self.predictor.refresh():
+            return
+        from adlrec.predict.features import ProbeFeatures
+
+        curves = {}
+        for job in self.store.jobs(status=ACTIVE):
+            if job.spec.features is None:
+                continue  # an explicit curve stays
+            curves[job.job_id] = self.predictor.predict(
+                ProbeFeatures.from_dict(job.spec.features), len(job.spec.curve) - 1
+            )
+        if curves:
+            self.store.update_curves(curves)
+            log.info("predicted %d active job curve(s) again with %s", len(curves), self.predictor.info.source)
+
+    # -- background ---------------------------------------------------------------------------
+    def start(self) -> None:
+        sched = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
+        sched.add_job(
+            self._tick,
+            "interval",
+            seconds=self.config.interval_s,
+            id="adlrec-recompute",
+            name="adlrec periodic recompute",
+            next_run_time=dt.datetime.now(dt.timezone.utc),
+        )
+        sched.start()
+        self._scheduler = sched
+
+    def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None
+
+    def poke(self, trigger: str) -> None:
+        """Ask for a recompute ``debounce_s`` from now; asks that arrive meanwhile join it."""
+        sched = self._scheduler
+        if sched is None:
+            return
+        if sched.get_job("adlrec-debounced") is not None:
+            return
+        when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=self.config.debounce_s)
+        try:
+            sched.add_job(
+                self._run,
+                "date",
+                run_date=when,
+                args=[trigger],
+                id="adlrec-debounced",
+                name="adlrec debounced recompute",
+                replace_existing=False,
+            )
+        except Exception:  # another thread added it between the check and here: it will run
+            log.debug("debounced recompute already pending", exc_info=True)
+
+    def _tick(self) -> None:
+        try:
+            self.refresh_model()
+        except Exception:
+            log.exception("refreshing the throughput model failed; keeping %s", self.predictor.info.source)
+        self._run("interval")
+        self.flush_live()
+
+    def flush_live(self) -> None:
+        """Write buffered heartbeats to the jobs' MLflow runs; a failure is logged and counted."""
+        if self.live is None:
+            return
+        try:
+            n = self.live.flush()
+            self.metrics.inc("adlrec_live_metrics_logged_total", n)
+        except Exception:
+            self.metrics.inc("adlrec_live_log_failures_total")
+            log.exception("logging live metrics to MLflow failed; those samples are lost")
+
+    def _run(self, trigger: str) -> None:
+        try:
+            self.recompute(trigger)
+        except Exception:
+            self.metrics.inc("adlrec_recompute_failures_total")
+            log.exception("recompute (%s) failed; the next one tries again", trigger)

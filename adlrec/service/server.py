@@ -1,0 +1,53 @@
+"""Run the service under uvicorn, refusing to expose open writes beyond loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+
+from adlrec.config import Settings
+from adlrec.errors import UsageError
+
+__all__ = ["check_bind", "is_loopback", "serve"]
+
+log = logging.getLogger("adlrec.service")
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and names that resolve only to them (e.g. localhost)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        addrs = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def check_bind(settings: Settings) -> str:
+    """The line to log at start; raises UsageError for open writes on a non-loopback interface."""
+    host = settings.service_host
+    if settings.service_token is not None:
+        return f"writes need the bearer token; listening on {host}:{settings.service_port}"
+    if not is_loopback(host):
+        raise UsageError(
+            f"refusing to listen on {host} without a token: set ADLREC_SERVICE_TOKEN (or --token), or bind 127.0.0.1"
+        )
+    return f"no token configured: writes are open, so the service listens on loopback only ({host})"
+
+
+def serve(settings: Settings) -> None:
+    """Start uvicorn in the foreground until interrupted."""
+    import uvicorn
+
+    from adlrec.service.app import create_app
+
+    line = check_bind(settings)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO
+    log.warning(line) if settings.service_token is None else log.info(line)
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.service_host, port=settings.service_port, log_level="info", access_log=False)

@@ -1,0 +1,532 @@
+"""The job store: nodes, jobs, measured points and plans, in any SQLAlchemy database.
+
+SQLite in the data folder by default, PostgreSQL (or anything SQLAlchemy speaks) by URL.  Every
+public method is one transaction, so nothing a client sends can leave the store half-written.
+Plan ids come from an autoincrement key that is never reused (``AUTOINCREMENT`` on SQLite, a
+sequence on PostgreSQL), so they only grow, across restarts too.  Time comes from the injected
+``clock`` (seconds since the epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    event,
+    func,
+    select,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from adlrec.errors import AdlrecError
+from adlrec.schemas import AllocationPlan, AllocationRequest
+from adlrec.service.records import (
+    ACTIVE,
+    EXPIRED,
+    FINISHED,
+    Assignment,
+    JobRecord,
+    JobSpec,
+    MeasuredPoint,
+    NodeInfo,
+    NodeOutcome,
+    PlanRecord,
+    Snapshot,
+)
+
+__all__ = ["JobNotActive", "JobStore", "StoreError", "UnknownJob", "UnknownNode"]
+
+Clock = Callable[[], float]
+_PLAN_CACHE = 4096  # decoded plans kept in memory (each heartbeat reads its node's current plan)
+
+
+class StoreError(AdlrecError):
+    """A request the store cannot honour because of the state it is in."""
+
+
+class UnknownJob(StoreError):
+    """No job with that id was ever registered."""
+
+
+class UnknownNode(StoreError):
+    """No node with that name is known."""
+
+
+class JobNotActive(StoreError):
+    """The job has finished; it must register again to get workers."""
+
+
+metadata = MetaData()
+
+nodes_t = Table(
+    "adlrec_nodes",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("cores", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+)
+
+jobs_t = Table(
+    "adlrec_jobs",
+    metadata,
+    Column("job_id", String(128), primary_key=True),
+    Column("seq", Integer, nullable=False),  # registration order: ties in a plan go to earlier jobs
+    Column("node", String(128), ForeignKey("adlrec_nodes.name"), nullable=False),
+    Column("spec", JSON, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("registered_at", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+    Column("finished_at", Float),
+    Column("reported_workers", Integer),
+    Column("reported_throughput", Float),
+    Column("data_wait", Float),
+    Index("ix_adlrec_jobs_status", "status", "node"),
+)
+
+points_t = Table(
+    "adlrec_points",
+    metadata,
+    Column("job_id", String(128), ForeignKey("adlrec_jobs.job_id", ondelete="CASCADE"), primary_key=True),
+    Column("workers", Integer, primary_key=True),
+    Column("throughput", Float, nullable=False),
+    Column("samples", Integer, nullable=False),
+    Column("data_wait", Float, nullable=False),
+)
+
+plans_t = Table(
+    "adlrec_plans",
+    metadata,
+    Column("plan_id", Integer, primary_key=True, autoincrement=True),
+    Column("node", String(128), ForeignKey("adlrec_nodes.name"), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("plan", JSON, nullable=False),
+    Column("request", JSON, nullable=False),
+    Index("ix_adlrec_plans_node", "node", "plan_id"),
+    sqlite_autoincrement=True,
+)
+
+
+def _engine(url: str) -> Engine:
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, future=True)
+    if u.database and u.database != ":memory:":
+        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, future=True)
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    return engine
+
+
+class JobStore:
+    """The service's durable state.  Thread-safe: each call opens its own transaction."""
+
+    def __init__(self, url: str, clock: Clock = time.time, measure_alpha: float = 0.5) -> None:
+        if not 0 < measure_alpha <= 1:
+            raise ValueError(f"measure_alpha must be in (0, 1], got {measure_alpha}")
+        self.url = url
+        self.clock = clock
+        self.alpha = measure_alpha
+        self.engine = _engine(url)
+        self._sqlite = self.engine.dialect.name == "sqlite"
+        # SQLite has one writer; serialising writes here avoids "database is locked" under load.
+        self._write_lock = threading.Lock() if self._sqlite else None
+        self._upsert = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.engine.dialect.name)
+        self._plans: dict[int, PlanRecord] = {}  # plans never change once stored: a safe cache
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- nodes --------------------------------------------------------------------------------
+    def put_node(self, node: NodeInfo) -> NodeInfo:
+        with self._begin() as c:
+            if c.execute(select(nodes_t.c.name).where(nodes_t.c.name == node.name)).first():
+                c.execute(
+                    nodes_t.update()
+                    .where(nodes_t.c.name == node.name)
+                    .values(cores=node.cores, memory_mb=node.memory_mb)
+                )
+            else:
+                c.execute(nodes_t.insert().values(name=node.name, cores=node.cores, memory_mb=node.memory_mb))
+        return node
+
+    def node(self, name: str) -> NodeInfo:
+        with self.engine.connect() as c:
+            row = c.execute(select(nodes_t).where(nodes_t.c.name == name)).first()
+        if row is None:
+            raise UnknownNode(f"no node named {name!r}")
+        return NodeInfo(row.name, row.cores, row.memory_mb)
+
+    def nodes(self) -> list[NodeInfo]:
+        with self.engine.connect() as c:
+            rows = c.execute(select(nodes_t).order_by(nodes_t.c.name)).all()
+        return [NodeInfo(r.name, r.cores, r.memory_mb) for r in rows]
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def register(self, spec: JobSpec, default_node: NodeInfo) -> tuple[JobRecord, bool]:
+        """Add a job, or replace the spec of one with the same id; returns (job, created).
+
+        The node is created with ``default_node``'s budgets if it is unknown.  Registering again
+        reactivates the job and forgets its measured points (the curve may have changed).
+        """
+        now = self.clock()
+        with self._begin() as c:
+            if c.execute(select(nodes_t.c.name).where(nodes_t.c.name == spec.node)).first() is None:
+                c.execute(
+                    nodes_t.insert().values(name=spec.node, cores=default_node.cores, memory_mb=default_node.memory_mb)
+                )
+            old = c.execute(select(jobs_t.c.seq).where(jobs_t.c.job_id == spec.job_id)).first()
+            seq = (c.execute(select(func.max(jobs_t.c.seq))).scalar() or 0) + 1
+            values = dict(
+                node=spec.node,
+                seq=seq,
+                spec=_spec_json(spec),
+                status=ACTIVE,
+                registered_at=now,
+                last_seen=now,
+                finished_at=None,
+                reported_workers=None,
+                reported_throughput=None,
+                data_wait=None,
+            )
+            if old is None:
+                c.execute(jobs_t.insert().values(job_id=spec.job_id, **values))
+            else:
+                c.execute(points_t.delete().where(points_t.c.job_id == spec.job_id))
+                c.execute(jobs_t.update().where(jobs_t.c.job_id == spec.job_id).values(**values))
+            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == spec.job_id)).one()
+        return _job(row), old is None
+
+    def heartbeat(
+        self, job_id: str, throughput: float | None, workers: int | None, data_wait: float | None
+    ) -> tuple[JobRecord, Assignment, bool]:
+        """Record what a job measured; returns the job, what it should run with now, and whether
+        this heartbeat revived an expired job (the caller then asks for a recompute).
+
+        A heartbeat from an expired job brings it back (it had only been silent); a finished job
+        must register again.  A measured throughput (> 0) updates the running mean at that worker count.
+        """
+        now = self.clock()
+        with self._begin() as c:
+            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).first()
+            if row is None:
+                raise UnknownJob(f"no job {job_id!r}: register it first")
+            if row.status == FINISHED:
+                raise JobNotActive(f"job {job_id!r} has finished; register it again to get workers")
+            c.execute(
+                jobs_t.update()
+                .where(jobs_t.c.job_id == job_id)
+                .values(
+                    status=ACTIVE,
+                    last_seen=now,
+                    reported_workers=workers if workers is not None else row.reported_workers,
+                    reported_throughput=throughput,
+                    data_wait=data_wait,
+                )
+            )
+            if throughput is not None and throughput > 0 and workers is not None:
+                # 0 samples/s means "nothing measured yet" (a job's first beat), not a curve point
+                self._measure(c, job_id, workers, throughput, data_wait or 0.0)
+            job = replace(
+                _job(row),
+                status=ACTIVE,
+                last_seen=now,
+                reported_workers=workers if workers is not None else row.reported_workers,
+                reported_throughput=throughput,
+                data_wait=data_wait,
+            )
+            latest_id = self._latest_id(c, row.node)
+        return job, self._assignment(job, latest_id), row.status == EXPIRED
+
+    def _measure(self, c: Connection, job_id: str, workers: int, throughput: float, wait: float) -> None:
+        a = self.alpha
+        if self._upsert is not None:  # one statement where the database has INSERT ... ON CONFLICT
+            ins = self._upsert(points_t).values(
+                job_id=job_id, workers=workers, throughput=throughput, samples=1, data_wait=wait
+            )
+            c.execute(
+                ins.on_conflict_do_update(
+                    index_elements=[points_t.c.job_id, points_t.c.workers],
+                    set_={
+                        "throughput": a * ins.excluded.throughput + (1 - a) * points_t.c.throughput,
+                        "samples": points_t.c.samples + 1,
+                        "data_wait": a * ins.excluded.data_wait + (1 - a) * points_t.c.data_wait,
+                    },
+                )
+            )
+            return
+        old = c.execute(select(points_t).where(points_t.c.job_id == job_id, points_t.c.workers == workers)).first()
+        if old is None:
+            c.execute(
+                points_t.insert().values(
+                    job_id=job_id, workers=workers, throughput=throughput, samples=1, data_wait=wait
+                )
+            )
+            return
+        c.execute(
+            points_t.update()
+            .where(points_t.c.job_id == job_id, points_t.c.workers == workers)
+            .values(
+                throughput=a * throughput + (1 - a) * old.throughput,
+                samples=old.samples + 1,
+                data_wait=a * wait + (1 - a) * old.data_wait,
+            )
+        )
+
+    def finish(self, job_id: str) -> JobRecord:
+        now = self.clock()
+        with self._begin() as c:
+            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).first()
+            if row is None:
+                raise UnknownJob(f"no job {job_id!r}")
+            if row.status != FINISHED:
+                c.execute(jobs_t.update().where(jobs_t.c.job_id == job_id).values(status=FINISHED, finished_at=now))
+            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).one()
+        return _job(row)
+
+    def job(self, job_id: str) -> JobRecord:
+        with self.engine.connect() as c:
+            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).first()
+        if row is None:
+            raise UnknownJob(f"no job {job_id!r}")
+        return _job(row)
+
+    def jobs(self, status: str | None = None, node: str | None = None) -> list[JobRecord]:
+        q = select(jobs_t).order_by(jobs_t.c.seq)
+        if status is not None:
+            q = q.where(jobs_t.c.status == status)
+        if node is not None:
+            q = q.where(jobs_t.c.node == node)
+        with self.engine.connect() as c:
+            return [_job(r) for r in c.execute(q).all()]
+
+    def points(self, job_id: str) -> list[MeasuredPoint]:
+        with self.engine.connect() as c:
+            rows = c.execute(select(points_t).where(points_t.c.job_id == job_id).order_by(points_t.c.workers)).all()
+        return [MeasuredPoint(r.workers, r.throughput, r.samples, r.data_wait) for r in rows]
+
+    def assignment(self, job_id: str) -> Assignment:
+        with self.engine.connect() as c:
+            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).first()
+            if row is None:
+                raise UnknownJob(f"no job {job_id!r}")
+            latest_id = self._latest_id(c, row.node)
+        return self._assignment(_job(row), latest_id)
+
+    def expire(self, ttl_s: float) -> list[str]:
+        """Mark active jobs silent for longer than ``ttl_s`` as expired; returns their ids."""
+        cutoff = self.clock() - ttl_s
+        with self._begin() as c:
+            ids = list(
+                c.execute(
+                    select(jobs_t.c.job_id).where(jobs_t.c.status == ACTIVE, jobs_t.c.last_seen < cutoff)
+                ).scalars()
+            )
+            if ids:
+                c.execute(jobs_t.update().where(jobs_t.c.job_id.in_(ids)).values(status=EXPIRED))
+        return ids
+
+    def update_curves(self, curves: dict[str, tuple[tuple[float, ...], str]]) -> None:
+        """Replace predicted curves (e.g. after the registered model moved): job id -> (curve, source)."""
+        with self._begin() as c:
+            for job_id, (curve, source) in curves.items():
+                row = c.execute(select(jobs_t.c.spec).where(jobs_t.c.job_id == job_id)).first()
+                if row is None:
+                    continue
+                spec = dict(row.spec) | {"curve": list(curve), "curve_source": source}
+                c.execute(jobs_t.update().where(jobs_t.c.job_id == job_id).values(spec=spec))
+
+    # -- plans --------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Nodes, active jobs, their measured points and each node's current plan, read together."""
+        with self.engine.connect() as c, c.begin():
+            nodes = {r.name: NodeInfo(r.name, r.cores, r.memory_mb) for r in c.execute(select(nodes_t)).all()}
+            jobs = tuple(
+                _job(r) for r in c.execute(select(jobs_t).where(jobs_t.c.status == ACTIVE).order_by(jobs_t.c.seq))
+            )
+            active = {j.job_id for j in jobs}
+            points: dict[str, dict[int, float]] = {}
+            for r in c.execute(
+                select(points_t.c.job_id, points_t.c.workers, points_t.c.throughput)
+                .join(jobs_t, jobs_t.c.job_id == points_t.c.job_id)
+                .where(jobs_t.c.status == ACTIVE)
+            ):
+                if r.job_id in active:
+                    points.setdefault(r.job_id, {})[r.workers] = r.throughput
+            latest_ids = c.execute(select(func.max(plans_t.c.plan_id)).group_by(plans_t.c.node)).scalars().all()
+            latest = {p.node: p for p in (self._plan(c, i) for i in latest_ids)}
+        return Snapshot(nodes=nodes, jobs=jobs, points=points, latest=latest)
+
+    def add_plans(self, outcomes: Iterable[NodeOutcome]) -> list[PlanRecord]:
+        """Store the changed plans of a recompute, all or none; returns them with their new ids."""
+        now = self.clock()
+        ids = []
+        with self._begin() as c:
+            for o in outcomes:
+                if not o.changed or o.plan is None or o.request is None:
+                    continue
+                res = c.execute(
+                    plans_t.insert().values(
+                        node=o.node, created_at=now, plan=o.plan.to_dict(), request=o.request.to_dict()
+                    )
+                )
+                ids.append(int(res.inserted_primary_key[0]))
+        with self.engine.connect() as c:
+            return [self._plan(c, i) for i in ids]
+
+    def latest_plan(self, node: str) -> PlanRecord | None:
+        with self.engine.connect() as c:
+            i = self._latest_id(c, node)
+            return None if i is None else self._plan(c, i)
+
+    def plan(self, plan_id: int) -> PlanRecord | None:
+        with self.engine.connect() as c:
+            return self._plan(c, plan_id)
+
+    def plans(self, node: str | None = None, before: int | None = None, limit: int = 50) -> list[PlanRecord]:
+        """Plan history, newest first; page with ``before`` = the last plan id of the previous page."""
+        q = select(plans_t.c.plan_id).order_by(plans_t.c.plan_id.desc()).limit(limit)
+        if node is not None:
+            q = q.where(plans_t.c.node == node)
+        if before is not None:
+            q = q.where(plans_t.c.plan_id < before)
+        with self.engine.connect() as c:
+            return [self._plan(c, i) for i in c.execute(q).scalars().all()]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per status and the number of stored plans (for metrics)."""
+        with self.engine.connect() as c:
+            by_status = dict(c.execute(select(jobs_t.c.status, func.count()).group_by(jobs_t.c.status)).all())
+            n_plans = c.execute(select(func.count()).select_from(plans_t)).scalar() or 0
+        return {s: int(by_status.get(s, 0)) for s in (ACTIVE, FINISHED, EXPIRED)} | {"plans": int(n_plans)}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _begin(self):
+        return _Tx(self.engine, self._write_lock)
+
+    @staticmethod
+    def _latest_id(c: Connection, node: str) -> int | None:
+        return c.execute(select(func.max(plans_t.c.plan_id)).where(plans_t.c.node == node)).scalar()
+
+    def _plan(self, c: Connection, plan_id: int) -> PlanRecord | None:
+        hit = self._plans.get(plan_id)
+        if hit is not None:
+            return hit
+        r = c.execute(select(plans_t).where(plans_t.c.plan_id == plan_id)).first()
+        if r is None:
+            return None
+        rec = PlanRecord(
+            plan_id=int(r.plan_id),
+            node=r.node,
+            created_at=float(r.created_at),
+            plan=AllocationPlan.from_dict(_loads(r.plan)),
+            request=AllocationRequest.from_dict(_loads(r.request)),
+        )
+        if len(self._plans) >= _PLAN_CACHE:
+            self._plans.clear()  # plans are immutable, so a cache this crude is still always right
+        self._plans[rec.plan_id] = rec
+        return rec
+
+    def _assignment(self, job: JobRecord, latest_id: int | None) -> Assignment:
+        plan = self._plan_by_id(latest_id)
+        if plan is not None and job.status == ACTIVE and job.job_id in plan.plan.workers:
+            return Assignment(job.job_id, plan.plan.workers[job.job_id], plan.plan_id, job.status)
+        s = job.spec
+        hi = s.max_workers if s.max_workers is not None else len(s.curve) - 1
+        fallback = job.reported_workers if job.reported_workers is not None else s.requested_workers
+        return Assignment(job.job_id, max(s.min_workers, min(hi, fallback)), None, job.status)
+
+    def _plan_by_id(self, plan_id: int | None) -> PlanRecord | None:
+        if plan_id is None:
+            return None
+        if plan_id in self._plans:
+            return self._plans[plan_id]
+        with self.engine.connect() as c:
+            return self._plan(c, plan_id)
+
+
+class _Tx:
+    """``engine.begin()``, under the write lock where the database has a single writer."""
+
+    def __init__(self, engine: Engine, lock: threading.Lock | None) -> None:
+        self.engine, self.lock = engine, lock
+
+    def __enter__(self) -> Connection:
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            self._ctx = self.engine.begin()
+            return self._ctx.__enter__()
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._ctx.__exit__(*exc)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+
+
+def _loads(v: Any) -> Any:
+    return json.loads(v) if isinstance(v, str) else v
+
+
+def _spec_json(s: JobSpec) -> dict[str, Any]:
+    return {
+        "job_id": s.job_id,
+        "node": s.node,
+        "curve": list(s.curve),
+        "curve_source": s.curve_source,
+        "features": s.features,
+        "gpus": s.gpus,
+        "weight": s.weight,
+        "min_workers": s.min_workers,
+        "max_workers": s.max_workers,
+        "requested_workers": s.requested_workers,
+        "mem_per_worker_mb": s.mem_per_worker_mb,
+        "main_cores": s.main_cores,
+    }
+
+
+def _job(r: Any) -> JobRecord:
+    d = _loads(r.spec)
+    spec = JobSpec(**(d | {"curve": tuple(float(t) for t in d["curve"])}))
+    return JobRecord(
+        spec=spec,
+        status=r.status,
+        registered_at=float(r.registered_at),
+        last_seen=float(r.last_seen),
+        finished_at=r.finished_at,
+        reported_workers=r.reported_workers,
+        reported_throughput=r.reported_throughput,
+        data_wait=r.data_wait,
+    )

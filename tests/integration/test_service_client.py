@@ -1,0 +1,84 @@
+"""The fail-soft client against a real uvicorn server that goes away and comes back."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+
+from adlrec.client import ServiceClient
+from adlrec.service import create_app
+from tests.service_helpers import LiveServer, ManualClock, service_settings
+
+AUTH = {"Authorization": "Bearer s3cret"}
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]
+RISING = [10.0, 30.0, 50.0, 70.0, 90.0, 100.0]
+
+
+def recompute(url: str) -> list[dict]:
+    return httpx.post(f"{url}/plans/recompute", headers=AUTH, timeout=10).json()["plans"]
+
+
+def test_each_plan_is_new_exactly_once(tmp_path):
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv, ServiceClient(srv.url, token="s3cret") as client:
+        assert client.register(node="c1", curve=STEEP, job_id="c1-a") == "c1-a"
+        before = client.heartbeat(throughput=50.0, workers=1)
+        assert before.plan_id is None and not before.new and before.workers == 1
+        (plan,) = recompute(srv.url)
+        first = client.heartbeat(throughput=50.0, workers=1)
+        again = client.heartbeat(throughput=90.0, workers=first.workers)
+        assert first.new and first.plan_id == plan["plan_id"] and first.workers == plan["workers"]["c1-a"]
+        assert not again.new and again.plan_id == first.plan_id
+        assert client.finish()
+
+
+def test_the_client_keeps_its_plan_while_the_service_is_away_and_picks_up_the_next(tmp_path, caplog):
+    settings = service_settings(tmp_path, service_node_cores=6)
+    clock = ManualClock()
+    slept: list[float] = []
+    with LiveServer(create_app(settings, clock=clock)) as srv:
+        port, url = srv.port, srv.url
+        client = ServiceClient(url, token="s3cret", timeout_s=1.0, retries=2, backoff_s=0.05, sleep=slept.append)
+        client.register(node="away", curve=RISING, job_id="away-a")
+        recompute(url)
+        held = client.heartbeat(throughput=80.0, workers=4)
+        assert held.new and held.workers == 5
+    # the service is gone: no exception, the last plan, one warning however many calls fail
+    with caplog.at_level(logging.INFO, logger="adlrec.client"):
+        stale = [client.heartbeat(throughput=85.0, workers=5) for _ in range(3)]
+        assert all(a.stale and a.workers == 5 and a.plan_id == held.plan_id and not a.new for a in stale)
+        assert not client.finish() and client.plan("away") is None
+        assert [r.levelname for r in caplog.records] == ["WARNING"]
+        assert "unreachable" in caplog.records[0].getMessage() and "keeping 5 workers" in caplog.records[0].getMessage()
+        assert slept[:2] == [0.05, 0.1]  # backoff doubles between retries
+        caplog.clear()
+        with LiveServer(create_app(settings, clock=clock), port=port):
+            httpx.post(f"{url}/jobs", json={"job_id": "away-b", "node": "away", "curve": RISING}, headers=AUTH)
+            (plan,) = recompute(url)
+            back = client.heartbeat(throughput=85.0, workers=5)
+            assert not back.stale and back.new and back.plan_id == plan["plan_id"] > held.plan_id
+            assert back.workers == plan["workers"]["away-a"]
+            assert any("is back" in r.getMessage() for r in caplog.records)
+    client.close()
+
+
+def test_a_service_that_lost_the_job_gets_it_registered_again(tmp_path):
+    with LiveServer(create_app(service_settings(tmp_path / "one"))) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        client.register(node="lost", curve=STEEP, job_id="lost-a", requested_workers=2)
+    with LiveServer(create_app(service_settings(tmp_path / "two")), port=port) as srv:  # an empty store
+        a = client.heartbeat(throughput=50.0, workers=2)
+        assert a is not None and not a.stale and a.status == "active"
+        assert httpx.get(f"{srv.url}/jobs/lost-a").json()["requested_workers"] == 2
+    client.close()
+
+
+def test_refusals_are_logged_once_and_never_raised(tmp_path, caplog):
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, ServiceClient(srv.url, token="wrong") as client:
+        with caplog.at_level(logging.ERROR, logger="adlrec.client"):
+            assert client.register(node="r", curve=STEEP) is None
+            assert client.register(node="r", curve=STEEP) is None
+            assert client.heartbeat(throughput=1.0, workers=1) is None
+        assert len(caplog.records) == 1 and "401" in caplog.records[0].getMessage()

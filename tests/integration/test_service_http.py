@@ -1,0 +1,225 @@
+"""The allocation service over real HTTP: uvicorn on 127.0.0.1 port 0, a real SQLite MLflow store,
+the job store in SQLite, and an injected clock for TTLs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import httpx
+import pytest
+
+from adlrec.service import create_app
+from adlrec.service.store import JobStore
+from tests.service_helpers import PROBE, LiveServer, ManualClock, service_settings
+
+AUTH = {"Authorization": "Bearer s3cret"}
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]
+FLAT = [80.0, 95.0, 100.0, 100.0, 100.0, 100.0]
+RISING = [10.0, 30.0, 50.0, 70.0, 90.0, 100.0]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """One server for the tests that need no restart; each test uses its own node names."""
+    tmp = tmp_path_factory.mktemp("svc")
+    clock = ManualClock()
+    settings = service_settings(tmp, service_ttl_s=60)
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        yield http, clock
+
+
+def register(http, node, job_id, curve=None, **kw):
+    body = {"job_id": job_id, "node": node, **kw}
+    if curve is not None:
+        body["curve"] = curve
+    r = http.post("/jobs", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def recompute(http):
+    r = http.post("/plans/recompute", headers=AUTH)
+    assert r.status_code == 200, r.text
+    return r.json()["plans"]
+
+
+def test_register_recompute_plan_and_heartbeat_carries_it(service):
+    http, _ = service
+    assert http.put("/nodes/rp", json={"cores": 6, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    register(http, "rp", "rp-a", STEEP)
+    register(http, "rp", "rp-b", FLAT)
+    assert http.get("/nodes/rp/plan").status_code == 404
+    (plan,) = [p for p in recompute(http) if p["node"] == "rp"]
+    assert plan["workers"] == {"rp-a": 3, "rp-b": 1} and plan["policy"] == "optimal"
+    assert http.get("/nodes/rp/plan").json()["plan_id"] == plan["plan_id"]
+    beat = http.post("/jobs/rp-a/heartbeat", json={"throughput": 100.0, "workers": 3, "data_wait": 0.1}, headers=AUTH)
+    assert beat.json() == {"job_id": "rp-a", "workers": 3, "plan_id": plan["plan_id"], "status": "active"}
+    node = http.get("/nodes/rp").json()
+    assert node["active_jobs"] == 2 and node["plan_id"] == plan["plan_id"]
+    assert [p for p in recompute(http) if p["node"] == "rp"] == []  # nothing changed: no new plan
+
+
+def test_a_probe_is_predicted_by_the_fallback_model_when_none_is_registered(service):
+    http, _ = service
+    job = register(http, "pr", "pr-a", probe=PROBE, max_workers=6)
+    assert job["curve_source"] == "analytic" and len(job["predicted"]) == 7
+    assert job["predicted"][0] == pytest.approx(1 / (1 / 500 + 1 / 100))
+    model = http.get("/model").json()
+    assert model["name"] == "analytic" and model["version"] is None and model["alias"] == "champion"
+
+
+def test_measured_throughput_corrects_the_curve_and_moves_workers(service):
+    http, _ = service
+    http.put("/nodes/hb", json={"cores": 6, "memory_mb": 8000}, headers=AUTH)
+    register(http, "hb", "hb-a", STEEP)
+    register(http, "hb", "hb-b", FLAT)
+    (first,) = [p for p in recompute(http) if p["node"] == "hb"]
+    assert first["workers"] == {"hb-a": 3, "hb-b": 1}
+    # a reaches its peak with one worker; b is much slower at one and two workers than predicted
+    for body in ({"throughput": 100.0, "workers": 1}, {"throughput": 100.0, "workers": 2}):
+        http.post("/jobs/hb-a/heartbeat", json=body, headers=AUTH)
+    for body in ({"throughput": 30.0, "workers": 1}, {"throughput": 50.0, "workers": 2}):
+        http.post("/jobs/hb-b/heartbeat", json=body, headers=AUTH)
+    job = http.get("/jobs/hb-b").json()
+    assert job["curve"][:3] == [80.0, 30.0, 50.0] and job["predicted"][:3] == FLAT[:3]
+    (second,) = [p for p in recompute(http) if p["node"] == "hb"]
+    assert second["plan_id"] > first["plan_id"]
+    assert second["workers"]["hb-b"] > 1 and second["workers"]["hb-a"] < 3
+    beat = http.post("/jobs/hb-b/heartbeat", json={}, headers=AUTH).json()
+    assert beat["plan_id"] == second["plan_id"] and beat["workers"] == second["workers"]["hb-b"]
+
+
+def test_silent_jobs_expire_and_release_their_workers(service):
+    http, clock = service
+    http.put("/nodes/ttl", json={"cores": 6, "memory_mb": 8000}, headers=AUTH)
+    register(http, "ttl", "ttl-a", RISING)
+    register(http, "ttl", "ttl-b", RISING)
+    (p1,) = [p for p in recompute(http) if p["node"] == "ttl"]
+    assert set(p1["workers"]) == {"ttl-a", "ttl-b"} and sum(p1["workers"].values()) == 4  # 6 cores - 2 mains
+    clock.advance(40)
+    http.post("/jobs/ttl-b/heartbeat", json={"workers": p1["workers"]["ttl-b"]}, headers=AUTH)
+    clock.advance(30)  # a: silent for 70 s > TTL 60 s; b: 30 s
+    (p2,) = [p for p in recompute(http) if p["node"] == "ttl"]
+    assert p2["workers"] == {"ttl-b": 5}  # b gets the cores a held
+    assert http.get("/jobs/ttl-a").json()["status"] == "expired"
+    back = http.post("/jobs/ttl-a/heartbeat", json={}, headers=AUTH).json()
+    assert back["status"] == "active" and back["plan_id"] is None  # back, but not in the current plan
+    (p3,) = [p for p in recompute(http) if p["node"] == "ttl"]
+    assert set(p3["workers"]) == {"ttl-a", "ttl-b"}
+
+
+def test_writes_need_the_token_and_reads_do_not(service):
+    http, _ = service
+    r = http.post("/jobs", json={"node": "x", "curve": [1.0]})
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert (
+        http.post("/jobs", json={"node": "x", "curve": [1.0]}, headers={"Authorization": "Bearer nope"}).status_code
+        == 401
+    )
+    assert http.post("/plans/recompute").status_code == 401
+    assert http.put("/nodes/x", json={"cores": 1, "memory_mb": 1}).status_code == 401
+    assert http.get("/health").json()["status"] == "ok"
+    assert http.get("/plans").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"node": "v", "curve": [1.0, 2.0], "gpus": -1}, "gpus", "greater than or equal to 0"),
+        ({"node": "v"}, "body", "exactly one of probe or curve"),
+        ({"node": "v", "curve": [1.0, 2.0], "max_workers": 5}, "body", "past the curve's last point"),
+        ({"node": "v", "curve": [1.0, "fast"]}, "curve.1", "valid number"),
+        ({"node": "v b", "curve": [1.0]}, "node", "pattern"),
+        ({"node": "v", "curve": [1.0], "colour": "red"}, "colour", "Extra inputs"),
+        ({"node": "v", "probe": PROBE | {"ceiling": 0}}, "probe.ceiling", "greater than 0"),
+        ({"node": "v", "probe": PROBE, "max_workers": 999}, "max_workers", "less than or equal to 256"),
+        ({"node": "v", "probe": PROBE, "max_workers": 100}, "max_workers", "above this service's limit"),
+    ],
+)
+def test_bad_input_is_a_422_that_names_the_field(service, body, field, words):
+    http, _ = service
+    r = http.post("/jobs", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith(f"invalid request: {field}: ") and words in detail, detail
+
+
+def test_other_client_mistakes_are_4xx_never_500(service):
+    http, _ = service
+    assert (
+        http.post("/jobs", content=b"{not json", headers=AUTH | {"content-type": "application/json"}).json()["detail"]
+        == "invalid request: body: not valid JSON"
+    )
+    r = http.post("/jobs/ghost/heartbeat", json={}, headers=AUTH)
+    assert r.status_code == 404 and "register it first" in r.json()["detail"]
+    r = http.post("/jobs/ghost/heartbeat", json={"throughput": 5.0}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: workers:")
+    assert http.post("/jobs", content=b"x" * 70_000, headers=AUTH).status_code == 413
+    chunked = iter([b"x" * 40_000, b"x" * 40_000])  # no content-length: counted as it arrives
+    assert http.post("/jobs", content=chunked, headers=AUTH).status_code == 413
+    assert http.get("/plans", params={"limit": 0}).status_code == 422
+    register(http, "fin", "fin-a", [1.0, 2.0])
+    assert http.post("/jobs/fin-a/finish", headers=AUTH).json()["status"] == "finished"
+    assert http.post("/jobs/fin-a/heartbeat", json={}, headers=AUTH).status_code == 409
+
+
+def test_metrics_are_prometheus_text(service):
+    http, _ = service
+    http.get("/health")
+    r = http.get("/metrics")
+    assert r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    assert "# TYPE adlrec_http_requests_total counter" in text
+    assert 'adlrec_http_requests_total{code="200",method="GET",route="/health"}' in text
+    assert "adlrec_http_request_seconds_count" in text and 'adlrec_jobs{status="active"}' in text
+
+
+def test_restart_keeps_jobs_and_plan_history(tmp_path):
+    settings = service_settings(tmp_path)
+    clock = ManualClock()
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        register(http, "rs", "rs-a", STEEP)
+        http.post("/jobs/rs-a/heartbeat", json={"throughput": 42.0, "workers": 1}, headers=AUTH)
+        first = recompute(http)
+        register(http, "rs", "rs-b", FLAT)
+        second = recompute(http)
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        jobs = http.get("/jobs", params={"node": "rs"}).json()
+        assert [j["job_id"] for j in jobs] == ["rs-a", "rs-b"]
+        assert jobs[0]["measured"][0]["throughput"] == 42.0
+        history = http.get("/plans", params={"node": "rs"}).json()["plans"]
+        assert [p["plan_id"] for p in history] == [second[0]["plan_id"], first[0]["plan_id"]]
+        http.post("/jobs/rs-b/finish", headers=AUTH)
+        (third,) = recompute(http)
+        assert third["plan_id"] > second[0]["plan_id"] and third["workers"] == {"rs-a": 3}
+
+
+def test_a_register_triggers_a_debounced_recompute(tmp_path):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        register(http, "db", "db-a", STEEP)
+        deadline = time.monotonic() + 20  # a bound on waiting, not a timing assertion
+        while http.get("/nodes/db/plan").status_code == 404 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert http.get("/nodes/db/plan").json()["workers"] == {"db-a": 3}
+        metrics = http.get("/metrics").text
+        assert 'adlrec_recomputes_total{trigger="register"} 1' in metrics
+
+
+def test_the_store_can_be_passed_in(tmp_path):
+    """On PostgreSQL too, when ADLREC_TEST_POSTGRES_URL names a throwaway database."""
+    store = JobStore(os.environ.get("ADLREC_TEST_POSTGRES_URL") or f"sqlite:///{tmp_path / 'own.db'}")
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings, store=store)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        register(http, "own", "own-a", STEEP)
+    assert store.job("own-a").spec.node == "own"  # the app does not close a store it was given
+    store.close()
+
+
+def test_the_openapi_page_documents_every_route(service):
+    http, _ = service
+    paths = http.get("/openapi.json").json()["paths"]
+    assert {"/jobs", "/jobs/{job_id}/heartbeat", "/jobs/{job_id}/finish", "/nodes/{name}/plan", "/plans"} <= set(paths)
+    assert all(op.get("summary") for ops in paths.values() for op in ops.values())
+    assert http.get("/docs").status_code == 200

@@ -1,0 +1,69 @@
+"""The service predicts with the model registered in a real SQLite MLflow registry, and follows its alias."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from adlrec.predict.evaluate import curves_from_profiles
+from adlrec.predict.features import ProbeFeatures
+from adlrec.predict.fit import fit_and_register
+from adlrec.predict.models import AnalyticModel, InterpModel
+from adlrec.service import create_app
+from adlrec.tracking import ModelRegistry
+from tests.factories import synthetic_profiles
+from tests.service_helpers import PROBE, LiveServer, service_settings
+
+AUTH = {"Authorization": "Bearer s3cret"}
+
+
+def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp_path):
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
+    features = ProbeFeatures(**PROBE)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        assert http.get("/model").json() | {"note": ""} == {
+            "name": "adlrec-throughput",
+            "version": "1",
+            "alias": "champion",
+            "source": "adlrec-throughput v1",
+            "note": "",
+        }
+        body = {"job_id": "m-a", "node": "m", "probe": PROBE, "max_workers": 6}
+        job = http.post("/jobs", json=body, headers=AUTH).json()
+        assert job["curve_source"] == "adlrec-throughput v1"
+        assert job["predicted"] == pytest.approx(list(InterpModel().predict(features, range(7))))
+
+        outcome = fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
+        registry.set_champion(outcome.version)
+        moved = http.post("/model/refresh", headers=AUTH).json()
+        assert moved["version"] == "2"
+        job = http.get("/jobs/m-a").json()
+        assert job["curve_source"] == "adlrec-throughput v2"
+        assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+
+
+def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
+    from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
+
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        for job_id in ("live-a", "live-b"):
+            http.post("/jobs", json={"job_id": job_id, "node": "live", "curve": [1.0, 2.0, 3.0]}, headers=AUTH)
+        for t in (10.0, 20.0, 30.0):
+            http.post("/jobs/live-a/heartbeat", json={"throughput": t, "workers": 2, "data_wait": 0.5}, headers=AUTH)
+        http.post("/jobs/live-b/heartbeat", json={"workers": 1}, headers=AUTH)
+        http.post("/jobs/live-a/finish", headers=AUTH)
+    # the server flushed at shutdown
+    client = LiveRuns(settings.resolved_tracking_uri).client
+    exp = client.get_experiment_by_name(LIVE_EXPERIMENT)
+    runs = {r.data.tags["adlrec.job_id"]: r for r in client.search_runs([exp.experiment_id])}
+    assert set(runs) == {"live-a", "live-b"}
+    a, b = runs["live-a"], runs["live-b"]
+    assert a.info.status == "FINISHED" and b.info.status == "RUNNING"
+    history = client.get_metric_history(a.info.run_id, "throughput")
+    assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == [(0, 10.0), (1, 20.0), (2, 30.0)]
+    assert a.data.metrics["data_wait"] == 0.5 and "planned_workers" in a.data.metrics
+    assert b.data.metrics == {"workers": 1.0, "planned_workers": 1.0}

@@ -1,0 +1,83 @@
+"""Helpers for the service tests: a settable clock, a real uvicorn server in a thread, payloads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from adlrec.config import Settings, load_settings
+
+
+class ManualClock:
+    """A clock the test moves by hand (seconds since the epoch)."""
+
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def service_settings(tmp: Path, **overrides: Any) -> Settings:
+    """Settings on a temp data dir with a real SQLite MLflow store; no background recompute unless asked."""
+    base = dict(
+        data_dir=tmp / "data",
+        tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
+        service_interval_s=3600,
+        service_debounce_s=3600,
+        service_token="s3cret",
+        service_node_cores=8,
+        service_node_memory_mb=16_000,
+        service_threshold=0.0,
+    )
+    return load_settings(**(base | overrides))
+
+
+class LiveServer:
+    """A real uvicorn server on 127.0.0.1 (port 0: any free port), run in a thread."""
+
+    def __init__(self, app: Any, port: int = 0) -> None:
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False)
+        )
+        self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    @property
+    def port(self) -> int:
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+PROBE = {
+    "ceiling": 500.0,
+    "prep_rate_0": 100.0,
+    "prep_rate_1": 90.0,
+    "prep_rate_2": 170.0,
+    "fetch_extra_s": 0.0,
+    "batch_size": 32,
+    "cores": 8,
+    "device_kind": "cuda",
+}

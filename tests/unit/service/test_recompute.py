@@ -1,0 +1,81 @@
+"""The service's decision as a pure function: snapshots in, plans out (no store, no clock)."""
+
+from __future__ import annotations
+
+from adlrec.schemas import AllocationPlan, AllocationRequest
+from adlrec.service.recompute import compute_plans, effective_curve, node_request
+from adlrec.service.records import ACTIVE, JobRecord, JobSpec, NodeInfo, PlanRecord, Snapshot
+
+NODE = NodeInfo("n1", cores=6, memory_mb=10_000)
+STEEP = (10.0, 50.0, 90.0, 100.0, 100.0, 100.0)
+FLAT = (80.0, 95.0, 100.0, 100.0, 100.0, 100.0)
+
+
+def job(job_id: str, curve=STEEP, node: str = "n1", reported: int | None = None, **spec) -> JobRecord:
+    s = JobSpec(job_id=job_id, node=node, curve=curve, curve_source="explicit", **spec)
+    return JobRecord(spec=s, status=ACTIVE, registered_at=0.0, last_seen=0.0, reported_workers=reported)
+
+
+def plan_record(plan_id: int, node: str, workers: dict[str, int]) -> PlanRecord:
+    plan = AllocationPlan("optimal", workers, dict.fromkeys(workers, 1.0), 1.0, 0.0, 0, 0, {})
+    return PlanRecord(plan_id, node, 0.0, plan, AllocationRequest(cores=1, memory_mb=0, jobs=()))
+
+
+def test_measured_points_replace_predicted_ones_and_nothing_else():
+    assert effective_curve((1.0, 2.0, 3.0), {1: 9.0, 7: 5.0}) == (1.0, 9.0, 3.0)
+
+
+def test_each_node_gets_its_own_request_and_an_optimal_plan():
+    snap = Snapshot(
+        nodes={"n1": NODE, "n2": NodeInfo("n2", 4, 1000)},
+        jobs=(job("a"), job("b", curve=FLAT), job("c", node="n2")),
+    )
+    out = compute_plans(snap, "optimal", "busy_gpus", 0.0)
+    assert [o.node for o in out] == ["n1", "n2"]
+    n1, n2 = out
+    assert n1.changed and n1.plan.workers == {"a": 3, "b": 1}  # 6 cores - 2 main processes
+    assert n2.changed and n2.plan.workers == {"c": 3}
+    assert n1.request.cores == 6 and [j.job_id for j in n1.request.jobs] == ["a", "b"]
+
+
+def test_a_measurement_that_contradicts_the_prediction_moves_workers():
+    snap = Snapshot(nodes={"n1": NODE}, jobs=(job("a"), job("b", curve=FLAT)))
+    before = compute_plans(snap, "optimal", "busy_gpus", 0.0)[0].plan.workers
+    # job a turns out to reach its peak with 1 worker; job b is slower than predicted until 3
+    measured = {"a": {1: 100.0, 2: 100.0}, "b": {1: 40.0, 2: 60.0}}
+    after = compute_plans(Snapshot(nodes={"n1": NODE}, jobs=snap.jobs, points=measured), "optimal", "busy_gpus", 0.0)
+    assert before == {"a": 3, "b": 1}
+    assert after[0].plan.workers["a"] < 3 and after[0].plan.workers["b"] > 1
+
+
+def test_an_unchanged_allocation_is_not_a_new_plan():
+    snap = Snapshot(nodes={"n1": NODE}, jobs=(job("a"), job("b", curve=FLAT)))
+    first = compute_plans(snap, "optimal", "busy_gpus", 0.0)[0]
+    again = Snapshot(nodes=snap.nodes, jobs=snap.jobs, latest={"n1": plan_record(1, "n1", first.plan.workers)})
+    (o,) = compute_plans(again, "optimal", "busy_gpus", 0.0)
+    assert not o.changed and o.plan.workers == first.plan.workers
+
+
+def test_a_node_whose_jobs_all_left_gets_an_empty_plan_once():
+    snap = Snapshot(nodes={"n1": NODE}, jobs=(), latest={"n1": plan_record(3, "n1", {"a": 2})})
+    (o,) = compute_plans(snap, "optimal", "busy_gpus", 0.0)
+    assert o.changed and o.plan.workers == {}
+    empty = Snapshot(nodes={"n1": NODE}, jobs=(), latest={"n1": plan_record(4, "n1", {})})
+    assert compute_plans(empty, "optimal", "busy_gpus", 0.0) == []
+
+
+def test_current_workers_come_from_the_report_else_from_the_plan():
+    latest = plan_record(1, "n1", {"a": 2, "b": 1})
+    req = node_request(NODE, (job("a", reported=4), job("b")), {}, latest, "busy_gpus", 0.1)
+    assert [j.current_workers for j in req.jobs] == [4, 1]
+    assert req.threshold == 0.1
+
+
+def test_an_infeasible_node_reports_why_and_the_others_still_get_plans():
+    snap = Snapshot(
+        nodes={"n1": NodeInfo("n1", 2, 1000), "n2": NODE},
+        jobs=(job("a", min_workers=3), job("b", node="n2")),
+    )
+    bad, good = compute_plans(snap, "greedy", "busy_gpus", 0.0)
+    assert bad.plan is None and not bad.changed and "minimum workers" in bad.error
+    assert good.changed and good.plan.workers == {"b": 3}  # greedy stops at the peak

@@ -1,0 +1,46 @@
+"""The recompute runner: what it stores, and that a failure in the background is logged and counted."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+from adlrec.service.metrics import Metrics
+from adlrec.service.predictor import Predictor
+from adlrec.service.records import JobSpec, NodeInfo
+from adlrec.service.scheduler import RecomputeConfig, Recomputer
+from adlrec.service.store import JobStore
+from tests.service_helpers import ManualClock
+
+CONFIG = RecomputeConfig("optimal", "busy_gpus", 0.0, ttl_s=60, interval_s=3600, debounce_s=3600)
+
+
+def runner(tmp_path, clock=None):
+    store = JobStore(f"sqlite:///{tmp_path / 'db' / 'jobs.db'}", clock=clock or ManualClock())
+    predictor = Predictor(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
+    return Recomputer(store, predictor, CONFIG, Metrics()), store
+
+
+def test_recompute_expires_plans_and_counts(tmp_path):
+    clock = ManualClock()
+    rec, store = runner(tmp_path, clock)
+    store.register(JobSpec("a", "n", (1.0, 5.0, 9.0), "explicit"), NodeInfo("d", 4, 1000))
+    (plan,) = rec.recompute("test")
+    assert plan.plan.workers == {"a": 2} and rec.recompute("test") == []
+    clock.advance(61)
+    (empty,) = rec.recompute("test")
+    assert empty.plan.workers == {} and empty.plan_id > plan.plan_id
+    assert rec.metrics.value("adlrec_recomputes_total", trigger="test") == 3
+    assert rec.metrics.value("adlrec_jobs_expired_total") == 1
+    store.close()
+
+
+def test_a_background_failure_is_logged_with_its_traceback_and_counted(tmp_path, caplog):
+    rec, store = runner(tmp_path)
+    store.engine.dispose()
+    shutil.rmtree(tmp_path / "db")  # the database is gone: every statement fails
+    with caplog.at_level(logging.ERROR, logger="adlrec.service"):
+        rec._run("interval")  # what the scheduler calls; it must not raise
+    (record,) = caplog.records
+    assert "recompute (interval) failed" in record.getMessage() and record.exc_info is not None
+    assert rec.metrics.value("adlrec_recompute_failures_total") == 1

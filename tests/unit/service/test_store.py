@@ -1,0 +1,163 @@
+"""The job store on a real database: SQLite always, PostgreSQL too when ADLREC_TEST_POSTGRES_URL is set.
+
+Each PostgreSQL test starts from empty tables: they are dropped first (use a throwaway database).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from adlrec.service.recompute import compute_plans
+from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, NodeInfo
+from adlrec.service.store import JobNotActive, JobStore, UnknownJob, metadata
+from tests.service_helpers import ManualClock
+
+PG_URL = os.environ.get("ADLREC_TEST_POSTGRES_URL")
+DEFAULT = NodeInfo("default", 8, 16_000)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def make_store(request, tmp_path):
+    """Open (and reopen) a store on one database, as a restart would."""
+    if request.param == "postgresql":
+        if not PG_URL:
+            pytest.skip("set ADLREC_TEST_POSTGRES_URL to run the store tests against PostgreSQL")
+        from sqlalchemy import create_engine
+
+        url = PG_URL
+        eng = create_engine(url)
+        metadata.drop_all(eng)  # each test starts from empty tables
+        eng.dispose()
+    else:
+        url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    opened = []
+
+    def make(clock=None):
+        s = JobStore(url, clock=clock or ManualClock(), measure_alpha=0.5)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+def spec(job_id: str, node: str = "n1", curve=(10.0, 50.0, 90.0, 100.0), **kw) -> JobSpec:
+    return JobSpec(job_id=job_id, node=node, curve=curve, curve_source="explicit", **kw)
+
+
+def test_register_creates_the_node_with_default_budgets_and_keeps_order(make_store):
+    store = make_store()
+    a, created = store.register(spec("a"), DEFAULT)
+    store.register(spec("b"), DEFAULT)
+    assert created and a.status == ACTIVE and a.spec.curve == (10.0, 50.0, 90.0, 100.0)
+    assert store.node("n1") == NodeInfo("n1", 8, 16_000)
+    assert [j.job_id for j in store.jobs(status=ACTIVE)] == ["a", "b"]
+
+
+def test_registering_again_replaces_the_spec_and_forgets_measurements(make_store):
+    store = make_store()
+    store.register(spec("a"), DEFAULT)
+    store.heartbeat("a", 70.0, 2, 0.2)
+    job, created = store.register(spec("a", gpus=2), DEFAULT)
+    assert not created and job.spec.gpus == 2 and store.points("a") == []
+
+
+def test_heartbeats_keep_a_running_mean_per_worker_count(make_store):
+    clock = ManualClock()
+    store = make_store(clock)
+    store.register(spec("a"), DEFAULT)
+    clock.advance(5)
+    job, a, revived = store.heartbeat("a", 40.0, 2, 0.5)
+    store.heartbeat("a", 60.0, 2, 0.3)
+    store.heartbeat("a", 95.0, 3, None)
+    store.heartbeat("a", 0.0, 4, None)  # nothing measured yet: no point at 4
+    (p2, p3) = store.points("a")
+    assert (p2.workers, p2.throughput, p2.samples, p2.data_wait) == (2, 50.0, 2, pytest.approx(0.4))
+    assert (p3.workers, p3.throughput, p3.samples) == (3, 95.0, 1)
+    assert job.last_seen == clock() and job.reported_workers == 2 and store.job("a").reported_workers == 4
+    assert a.plan_id is None and a.workers == 2 and not revived  # no plan yet: keep what it runs
+
+
+def test_unknown_and_finished_jobs_are_refused(make_store):
+    store = make_store()
+    with pytest.raises(UnknownJob):
+        store.heartbeat("nope", 1.0, 1, None)
+    store.register(spec("a"), DEFAULT)
+    assert store.finish("a").status == FINISHED
+    with pytest.raises(JobNotActive):
+        store.heartbeat("a", 1.0, 1, None)
+
+
+def test_silent_jobs_expire_and_a_heartbeat_brings_them_back(make_store):
+    clock = ManualClock()
+    store = make_store(clock)
+    store.register(spec("a"), DEFAULT)
+    store.register(spec("b"), DEFAULT)
+    clock.advance(50)
+    store.heartbeat("b", None, None, None)
+    clock.advance(20)
+    assert store.expire(60) == ["a"]
+    assert store.job("a").status == EXPIRED and store.job("b").status == ACTIVE
+    assert [j.job_id for j in store.snapshot().jobs] == ["b"]
+    assert store.heartbeat("a", None, 1, None)[2] is True
+    assert store.job("a").status == ACTIVE
+
+
+def test_plan_ids_only_grow_and_history_pages_newest_first(make_store):
+    store = make_store()
+    store.register(spec("a"), DEFAULT)
+    ids = []
+    for w in range(1, 4):
+        store.heartbeat("a", 1000.0 * w, w, None)  # each measurement makes a different worker count best
+        stored = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
+        ids += [p.plan_id for p in stored]
+    assert ids == sorted(ids) and len(ids) == 3
+    page1 = store.plans(node="n1", limit=2)
+    page2 = store.plans(node="n1", before=page1[-1].plan_id, limit=2)
+    assert [p.plan_id for p in page1 + page2] == ids[::-1]
+    assert store.latest_plan("n1").plan_id == ids[-1]
+    _, a, _ = store.heartbeat("a", None, None, None)
+    assert a.plan_id == ids[-1] and a.workers == store.latest_plan("n1").plan.workers["a"]
+
+
+def test_everything_survives_reopening_and_ids_keep_growing(make_store):
+    clock = ManualClock()
+    store = make_store(clock)
+    store.register(spec("a"), DEFAULT)
+    store.heartbeat("a", 77.0, 1, 0.1)
+    (first,) = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
+    store.finish("a")
+    store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))  # the empty plan
+    store.close()
+
+    again = make_store(clock)
+    assert again.job("a").status == FINISHED and again.points("a")[0].throughput == 77.0
+    assert [p.plan_id for p in again.plans()][-1] == first.plan_id
+    again.register(spec("b"), DEFAULT)
+    (nxt,) = again.add_plans(compute_plans(again.snapshot(), "optimal", "busy_gpus", 0.0))
+    assert nxt.plan_id > max(p.plan_id for p in again.plans() if p.plan_id != nxt.plan_id)
+
+
+def test_a_failing_write_leaves_nothing_behind(make_store):
+    store = make_store()
+    store.register(spec("a"), DEFAULT)
+    before = store.counts()
+    # a plan naming a node that does not exist violates a foreign key: the whole batch must roll back
+    snap = store.snapshot()
+    good = compute_plans(snap, "optimal", "busy_gpus", 0.0)
+    bad = [o.__class__(node="ghost", request=o.request, plan=o.plan, changed=True) for o in good]
+    with pytest.raises(IntegrityError):
+        store.add_plans(good + bad)
+    assert store.counts() == before and store.latest_plan("n1") is None
+
+
+def test_new_curves_replace_predicted_ones(make_store):
+    store = make_store()
+    store.register(spec("a"), DEFAULT)
+    store.update_curves({"a": ((1.0, 2.0, 3.0, 4.0), "adlrec-throughput v2"), "gone": ((1.0,), "x")})
+    s = store.job("a").spec
+    assert s.curve == (1.0, 2.0, 3.0, 4.0) and s.curve_source == "adlrec-throughput v2"
