@@ -1,0 +1,125 @@
+"""The framework-neutral heart of ``ADLCallback``: register, measure, heartbeat, apply plans.
+
+The training loop only records timestamps (:class:`LoopMeter`), which costs nothing.  A named daemon
+thread heartbeats every ``interval_s`` (``while not stop.wait(interval)``), so a slow or absent
+service never blocks a step; when the service answers with a plan the job has not applied yet, the
+thread asks the loader to resize (``request_resize``, applied by the loop at its next batch).  No
+failure of the service or the client reaches the training loop: it is logged, once per kind.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from adlrec.callbacks.meter import LoopMeter
+
+__all__ = ["Controller", "Resizable", "ServiceLike"]
+
+log = logging.getLogger("adlrec.callbacks")
+
+
+class ServiceLike(Protocol):
+    """What the controller needs of a client (``adlrec.client.ServiceClient`` is one)."""
+
+    def register(self, node: str, **fields: Any) -> str | None: ...
+
+    def heartbeat(self, *, throughput: float | None, workers: int, data_wait: float | None) -> Any: ...
+
+    def finish(self) -> bool: ...
+
+
+class Resizable(Protocol):
+    @property
+    def num_workers(self) -> int: ...
+
+    def request_resize(self, num_workers: int) -> None: ...
+
+
+class Controller:
+    def __init__(
+        self,
+        client: ServiceLike,
+        node: str,
+        *,
+        interval_s: float = 5.0,
+        registration: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        window: int = 50,
+    ) -> None:
+        self.client = client
+        self.node = node
+        self.interval_s = interval_s
+        self.registration = dict(registration or {})
+        self.clock = clock
+        self.meter = LoopMeter(window)
+        self.loader: Resizable | None = None
+        self.applied: list[tuple[int | None, int]] = []  # (plan id, workers) applied, in order
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failed: set[str] = set()
+
+    # -- called by the adapters ---------------------------------------------------------------------
+    def start(self, loader: Resizable | None) -> None:
+        """Register the job and start heartbeating (idempotent)."""
+        if self._thread is not None:
+            return
+        self.loader = loader
+        fields = dict(self.registration)
+        if loader is not None:
+            fields.setdefault("requested_workers", loader.num_workers)
+        self._safe("register", lambda: self.client.register(self.node, **fields))
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="adlrec-heartbeat", daemon=True)
+        self._thread.start()
+
+    def batch_fetched(self) -> None:
+        self.meter.fetched(self.clock())
+
+    def batch_done(self, samples: int) -> None:
+        self.meter.done(self.clock(), samples)
+
+    def stop(self) -> None:
+        """Stop heartbeating and tell the service the job finished (never raises)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=self.interval_s + 5)
+        self._thread = None
+        self._safe("finish", self.client.finish)
+
+    # -- the heartbeat thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.beat()
+
+    def beat(self) -> None:
+        """One heartbeat; apply the answer if it carries a plan not applied yet."""
+        stats = self.meter.stats()
+        workers = self.loader.num_workers if self.loader is not None else 0
+        answer = self._safe(
+            "heartbeat",
+            lambda: self.client.heartbeat(
+                throughput=stats.throughput if stats else None,  # None: nothing measured yet
+                workers=workers,
+                data_wait=stats.data_wait if stats else None,
+            ),
+        )
+        if answer is None or not getattr(answer, "new", False) or self.loader is None:
+            return
+        self.applied.append((answer.plan_id, answer.workers))
+        if answer.workers != workers:
+            log.info("plan %s: %d -> %d DataLoader workers", answer.plan_id, workers, answer.workers)
+            self._safe("resize", lambda: self.loader.request_resize(answer.workers))
+
+    def _safe(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # the training job must never die because of adlrec
+            if what not in self._failed:
+                self._failed.add(what)
+                log.warning("adlrec %s failed (%s: %s); training continues", what, type(exc).__name__, exc)
+            return None

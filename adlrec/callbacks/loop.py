@@ -1,0 +1,65 @@
+"""``ADLLoop``: the controller for a plain PyTorch training loop.
+
+loader = ResizableLoader(dataset, batch_size=64, shuffle=True, num_workers=2)
+with ADLLoop(loader, url="http://scheduler:8470", node="gpu-01", probe=probe) as adl:
+    for epoch in range(epochs):
+        for batch in adl.iterate():      # times each wait for data and each step
+            train_step(batch)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from adlrec.callbacks._build import batch_samples, make_controller
+from adlrec.callbacks.controller import Resizable, ServiceLike
+
+__all__ = ["ADLLoop"]
+
+
+class ADLLoop:
+    def __init__(
+        self,
+        loader: Resizable,
+        *,
+        url: str | None = None,
+        node: str | None = None,
+        token: str | None = None,
+        client: ServiceLike | None = None,
+        interval_s: float = 5.0,
+        probe: dict[str, Any] | None = None,
+        curve: Sequence[float] | None = None,
+        **registration: Any,
+    ) -> None:
+        self.loader = loader
+        self.controller = make_controller(
+            url=url,
+            node=node,
+            token=token,
+            client=client,
+            interval_s=interval_s,
+            probe=probe,
+            curve=curve,
+            registration=registration,
+        )
+
+    def __enter__(self) -> ADLLoop:
+        self.controller.start(self.loader)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.controller.stop()
+
+    def iterate(self) -> Iterator[Any]:
+        """One epoch of the loader's batches; the time between yields is the step."""
+        c = self.controller
+        it = iter(self.loader)
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            c.batch_fetched()
+            yield batch
+            c.batch_done(batch_samples(batch))

@@ -1,0 +1,62 @@
+"""Throughput and data-wait share of a running training loop, from timestamps it is handed.
+
+The loop reports two moments per step: when its batch arrived (``fetched``) and when the step ended
+(``done``).  The wait for data is the time from the previous step's end to the batch's arrival.
+Figures are over a sliding window of recent steps.  No clock inside: the caller passes ``now``.
+Thread-safe: the heartbeat thread reads a snapshot while the loop writes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = ["LoopMeter", "LoopStats"]
+
+
+@dataclass(frozen=True)
+class LoopStats:
+    throughput: float  # samples/s over the window
+    data_wait: float  # share of the window spent waiting for batches
+    steps: int  # steps in the window
+    samples_total: int  # samples consumed since the start
+
+
+class LoopMeter:
+    def __init__(self, window: int = 50) -> None:
+        if window < 2:
+            raise ValueError("window must be >= 2")
+        self._steps: deque[tuple[float, float, int]] = deque(maxlen=window)  # (duration, wait, samples)
+        self._last_done: float | None = None
+        self._fetched: float | None = None
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def fetched(self, now: float) -> None:
+        self._fetched = now
+
+    def done(self, now: float, samples: int) -> None:
+        with self._lock:
+            if self._last_done is not None:
+                fetched = self._fetched if self._fetched is not None else self._last_done
+                wait = max(0.0, min(fetched, now) - self._last_done)
+                self._steps.append((now - self._last_done, wait, samples))
+            self._last_done = now
+            self._fetched = None
+            self._total += samples
+
+    def stats(self) -> LoopStats | None:
+        """None until two steps have been seen."""
+        with self._lock:
+            if not self._steps:
+                return None
+            seconds = sum(d for d, _, _ in self._steps)
+            if seconds <= 0:
+                return None
+            return LoopStats(
+                throughput=sum(s for _, _, s in self._steps) / seconds,
+                data_wait=min(1.0, sum(w for _, w, _ in self._steps) / seconds),
+                steps=len(self._steps),
+                samples_total=self._total,
+            )

@@ -1,0 +1,95 @@
+"""Train a model.py with a Lightning Trainer whose DataLoader workers the adlrec service decides.
+
+    adlrec serve &                                          # the service, on 127.0.0.1:8470
+    python examples/train_lightning.py examples/text.py --epochs 2
+
+The train loader is an ``adlrec.loader.ResizableLoader`` handed to ``trainer.fit`` as is (Lightning
+passes non-``DataLoader`` loaders through); ``ADLCallback`` registers the job with its probe features,
+heartbeats measured throughput and data-wait share, and resizes the loader mid-epoch when a new plan
+arrives.  With the service down, training goes on with the workers it has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+import lightning as L
+
+from adlrec.callbacks import ADLCallback
+from adlrec.config import load_settings
+from adlrec.job import load_job
+from adlrec.loader import ResizableLoader
+from adlrec.predict.probe import probe_job
+from adlrec.profile.device import parse_device
+from adlrec.profile.hardware import detect_hardware
+
+
+class JobModule(L.LightningModule):
+    """A model.py's model, loss and optimizer as a LightningModule."""
+
+    def __init__(self, job) -> None:
+        super().__init__()
+        self.job = job
+        self.net = job.model()
+        self.samples = 0
+
+    def training_step(self, batch, batch_idx):
+        inputs, target = batch
+        self.samples += len(target)
+        return self.job.loss_fn(self.net(inputs), target)
+
+    def configure_optimizers(self):
+        return self.job.optimizer(self.net)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model_py")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=2, help="workers to start with")
+    ap.add_argument("--url", default=os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470"))
+    ap.add_argument("--node", default=socket.gethostname())
+    ap.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
+    args = ap.parse_args()
+
+    settings = load_settings()
+    job = load_job(args.model_py, data_dir=settings.datasets_dir)
+    device = parse_device("auto")
+    probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+    loader = ResizableLoader(
+        job.dataset(),
+        batch_size=job.batch_size,
+        shuffle=True,
+        seed=0,
+        num_workers=args.workers,
+        collate_fn=job.collate_fn,
+        multiprocessing_context="fork",
+    )
+    callback = ADLCallback(
+        url=args.url,
+        token=os.environ.get("ADLREC_SERVICE_TOKEN"),
+        node=args.node,
+        probe=probe.features.to_dict(),
+        interval_s=args.interval,
+    )
+    module = JobModule(job)
+    trainer = L.Trainer(
+        max_epochs=args.epochs,
+        accelerator="gpu" if device.kind == "cuda" else "cpu",
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+    )
+    with loader:
+        trainer.fit(module, train_dataloaders=loader)
+    print(
+        f"trained {module.samples} samples; workers now {loader.num_workers}; plans applied {callback.controller.applied}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The callbacks against a real service on port 0, with real DataLoader workers resized mid-run."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import httpx
+import torch
+
+from adlrec.callbacks import ADLCallback, ADLLoop
+from adlrec.loader import ResizableLoader
+from adlrec.service import create_app
+from tests.factories import Indices
+from tests.service_helpers import LiveServer, service_settings
+
+AUTH = {"Authorization": "Bearer s3cret"}
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]  # the plan on 8 cores: 3 workers (the fewest at the peak)
+
+
+def loader(n: int = 160, workers: int = 1) -> ResizableLoader:
+    return ResizableLoader(
+        Indices(n), batch_size=8, shuffle=True, seed=0, num_workers=workers, multiprocessing_context="fork", handover=0
+    )
+
+
+def test_plain_loop_changes_workers_when_the_plan_changes_and_loses_no_sample(tmp_path):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    ld = loader()
+    with LiveServer(create_app(settings)) as srv, ld:
+        with ADLLoop(ld, url=srv.url, token="s3cret", node="n1", curve=STEEP, interval_s=0.1, job_id="loop-a") as adl:
+            epochs = []
+            for _ in range(3):
+                seen = []
+                for batch in adl.iterate():
+                    seen += batch.tolist()
+                    time.sleep(0.01)
+                epochs.append(seen)
+        job = httpx.get(f"{srv.url}/jobs/loop-a", timeout=10).json()
+    assert all(sorted(e) == list(range(160)) for e in epochs)  # every sample once per epoch
+    assert adl.controller.applied and adl.controller.applied[0][1] == 3
+    assert ld.num_workers == 3
+    assert job["status"] == "finished"
+
+
+def test_plain_loop_finishes_when_the_service_stops_mid_run(tmp_path, caplog):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    ld = loader(n=240)
+    server = LiveServer(create_app(settings)).__enter__()
+    seen = []
+    with caplog.at_level(logging.WARNING), ld:
+        with ADLLoop(ld, url=server.url, token="s3cret", node="n2", curve=STEEP, interval_s=0.05) as adl:
+            for i, batch in enumerate(adl.iterate()):
+                seen += batch.tolist()
+                if i == 5:
+                    server.__exit__(None, None, None)  # the service goes away mid-epoch
+                time.sleep(0.01)
+    assert sorted(seen) == list(range(240))
+    assert any("unreachable" in r.getMessage() for r in caplog.records)
+
+
+class Pairs(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 96
+
+    def __getitem__(self, i: int):
+        return torch.full((4,), float(i)), i
+
+
+def _tiny_module(on_step=None):
+    import lightning as L
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+            self.seen: list[list[int]] = [[] for _ in range(3)]
+
+        def training_step(self, batch, batch_idx):
+            x, idx = batch
+            self.seen[self.current_epoch] += idx.tolist()
+            if on_step is not None:
+                on_step(self.current_epoch, batch_idx)
+            time.sleep(0.01)
+            return self.layer(x).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Tiny()
+
+
+def _trainer(tmp_path, cb):
+    import lightning as L
+
+    return L.Trainer(
+        max_epochs=3,
+        accelerator="cpu",
+        callbacks=[cb],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+
+
+def test_lightning_trainer_with_adlcallback_resizes_and_sees_every_sample(tmp_path):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    ld = ResizableLoader(
+        Pairs(), batch_size=8, shuffle=True, seed=1, num_workers=1, multiprocessing_context="fork", handover=0
+    )
+    with LiveServer(create_app(settings)) as srv, ld:
+        cb = ADLCallback(url=srv.url, token="s3cret", node="n3", curve=STEEP, interval_s=0.05, job_id="pl-a")
+        model = _tiny_module()
+        _trainer(tmp_path, cb).fit(model, train_dataloaders=ld)
+        job = httpx.get(f"{srv.url}/jobs/pl-a", timeout=10).json()
+    assert all(sorted(s) == list(range(96)) for s in model.seen)
+    assert cb.controller.applied and cb.controller.applied[0][1] == 3 and ld.num_workers == 3
+    assert job["status"] == "finished"
+
+
+def test_lightning_training_completes_when_the_service_stops_mid_run(tmp_path):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    server = LiveServer(create_app(settings)).__enter__()
+
+    def stop_service(epoch, batch_idx):
+        if epoch == 0 and batch_idx == 3:
+            server.__exit__(None, None, None)
+
+    ld = ResizableLoader(Pairs(), batch_size=8, shuffle=True, seed=2, num_workers=1, multiprocessing_context="fork")
+    cb = ADLCallback(url=server.url, token="s3cret", node="n4", curve=STEEP, interval_s=0.05)
+    model = _tiny_module(stop_service)
+    with ld:
+        _trainer(tmp_path, cb).fit(model, train_dataloaders=ld)
+    assert all(sorted(s) == list(range(96)) for s in model.seen)
+
+
+def test_the_runnable_plain_loop_script_trains_a_model_py_under_the_service(tmp_path, tiny_job_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "train_loop.py"
+    settings = service_settings(tmp_path, service_debounce_s=0.05, service_token=None)
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path / "d"), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    with LiveServer(create_app(settings)) as srv:
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(script),
+                str(tiny_job_path),
+                "--device",
+                "emulate:5",
+                "--epochs",
+                "4",
+                "--workers",
+                "0",
+                "--url",
+                srv.url,
+                "--interval",
+                "0.1",
+                "--job-id",
+                "script-a",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        job = httpx.get(f"{srv.url}/jobs/script-a", timeout=10).json()
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["samples"] == 4 * 64 and out["job"] == "tiny"
+    assert job["status"] == "finished"

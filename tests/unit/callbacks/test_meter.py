@@ -1,0 +1,45 @@
+import pytest
+import torch
+
+from adlrec.callbacks._build import batch_samples, make_controller
+from adlrec.callbacks.meter import LoopMeter
+
+
+def test_throughput_and_wait_share_from_timestamps():
+    m = LoopMeter(window=10)
+    assert m.stats() is None
+    t = 100.0
+    m.done(t, 8)  # the first step only sets the origin
+    for _ in range(5):
+        m.fetched(t + 0.01)  # 10 ms waiting for the batch
+        t += 0.04  # then a 30 ms step
+        m.done(t, 8)
+    s = m.stats()
+    assert s.throughput == pytest.approx(8 / 0.04)
+    assert s.data_wait == pytest.approx(0.25)
+    assert s.steps == 5 and s.samples_total == 48
+
+
+def test_window_keeps_only_recent_steps():
+    m = LoopMeter(window=2)
+    m.done(0.0, 1)
+    m.done(1.0, 1)  # slow step, pushed out of the window below
+    m.done(1.1, 1)
+    m.done(1.2, 1)
+    assert m.stats().throughput == pytest.approx(10.0)
+    with pytest.raises(ValueError):
+        LoopMeter(window=1)
+
+
+def test_batch_samples_reads_the_first_tensor():
+    assert batch_samples((torch.zeros(7, 3), torch.zeros(7))) == 7
+    assert batch_samples({"x": torch.zeros(5, 2)}) == 5
+    assert batch_samples([1, 2, 3]) == 3
+
+
+def test_a_job_must_say_what_its_curve_is():
+    kw = dict(url="http://127.0.0.1:9", node="n", token=None, client=None, interval_s=1.0, registration={})
+    with pytest.raises(ValueError, match="exactly one of probe= .* or curve="):
+        make_controller(probe=None, curve=None, **kw)
+    with pytest.raises(ValueError, match="interval_s must be > 0"):
+        make_controller(probe=None, curve=[1.0], **(kw | {"interval_s": 0}))
