@@ -1,0 +1,46 @@
+"""The ``adlrec`` command line: one module per command group, assembled here.
+
+Every mistake in the user's input ends in one line on stderr and exit code 2; an interrupt ends
+with 130 and nothing logged.  Heavy imports (torch, mlflow) happen inside the commands, so
+``adlrec --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from adlrec import __version__
+from adlrec.cli import model, profile, serve, simulate
+from adlrec.errors import AdlrecError
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="adlrec",
+        description="Profile, predict and allocate DataLoader workers for training jobs that share a node.",
+    )
+    parser.add_argument("--version", action="version", version=f"adlrec {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in (profile, model, simulate, serve):
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    try:
+        return args.handler(args)
+    except AdlrecError as exc:
+        print(f"adlrec: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("adlrec: interrupted; nothing was logged for the unfinished work", file=sys.stderr)
+        return 130

@@ -1,0 +1,79 @@
+"""What every ``adlrec`` command shares: argument types, store options, settings, output."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from adlrec.errors import UsageError
+
+__all__ = ["number", "settings_from", "stdout", "store_args", "tracker_from"]
+
+
+def number(kind: type, minimum: float, *, exclusive: bool = False, unit: str = "") -> Callable[[str], float]:
+    """An argparse type for a finite number ``>= minimum`` (``> minimum`` when ``exclusive``)."""
+    what = ("a whole number" if kind is int else "a number") + (f" of {unit}" if unit else "")
+    rule = f"{'>' if exclusive else '>='} {minimum:g}"
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} {rule}, got {text!r}") from None
+        ok = math.isfinite(v) and (v > minimum if exclusive else v >= minimum)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected {what} {rule}, got {v}")
+        return v
+
+    parse.__name__ = f"{kind.__name__} {rule}"  # argparse names the type in its own messages
+    return parse
+
+
+nonneg_int = number(int, 0)
+pos_int = number(int, 1)
+seconds = number(float, 0, exclusive=True, unit="seconds")
+pos_float = number(float, 0, exclusive=True)
+nonneg_float = number(float, 0)
+
+
+def store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in the data dir)",
+    )
+    p.add_argument("--experiment", default=None, help="MLflow experiment (default: adlrec-profiles)")
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="folder for embedded stores and generated data (default: .adlrec)"
+    )
+
+
+def settings_from(args: argparse.Namespace, **extra):
+    from pydantic import ValidationError
+
+    from adlrec.config import load_settings
+
+    try:
+        return load_settings(
+            tracking_uri=args.tracking_uri, experiment=args.experiment, data_dir=args.data_dir, **extra
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "settings"
+        raise UsageError(f"setting {field}: {err['msg']} (from ADLREC_{field.upper()} or its flag)") from None
+
+
+def stdout():
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def tracker_from(args: argparse.Namespace):
+    from adlrec.tracking import Tracker
+
+    settings = settings_from(args)
+    return settings, Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)

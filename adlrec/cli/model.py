@@ -1,0 +1,235 @@
+"""`adlrec model fit|list` and `adlrec predict`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from adlrec.cli.common import nonneg_int, seconds, settings_from, stdout, store_args, tracker_from
+from adlrec.cli.profile import job_and_device, profile_tracker, sweep
+from adlrec.errors import UsageError
+
+__all__ = ["add_commands"]
+
+
+def add_commands(sub) -> None:
+    m = sub.add_parser("model", help="fit and inspect the throughput model in the MLflow Model Registry")
+    ms = m.add_subparsers(dest="model_command", metavar="ACTION", required=True)
+    fit = ms.add_parser(
+        "fit",
+        help="cross-validate, fit on all curves, register a version of adlrec-throughput",
+        description="Evaluate by leave-one-workload-out cross validation over the curves in --profiles and in "
+        "the MLflow store, fit on all of them, log the fit as a run and register a new version of "
+        "adlrec-throughput. The champion alias moves to it only if it beats the current champion's spec "
+        "on the same evaluation.",
+    )
+    fit.add_argument(
+        "--kind", choices=["learned", "analytic", "interp"], default="learned", help="model kind (default learned)"
+    )
+    fit.add_argument(
+        "--hparam",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a hyperparameter of the learned model, e.g. max_depth=4",
+    )
+    fit.add_argument(
+        "--profiles",
+        type=Path,
+        default=Path("profiles"),
+        help="folder of exported profiles to train on too (default profiles/)",
+    )
+    store_args(fit)
+    lst = ms.add_parser("list", help="list registered versions and the champion")
+    store_args(lst)
+
+    pr = sub.add_parser(
+        "predict",
+        help="probe a model.py briefly and predict its whole throughput curve",
+        description="Run a short probe (at most a quarter of a full sweep's budget), load "
+        "models:/adlrec-throughput@champion (the analytic model when none is registered), and print the "
+        "predicted curve, its maximum and the fewest workers reaching 95%% of it.",
+    )
+    pr.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract")
+    pr.add_argument(
+        "--max-workers",
+        type=nonneg_int,
+        default=None,
+        help="largest worker count to predict (default: cores + 2, at most 16)",
+    )
+    pr.add_argument("--device", default="auto", help="auto | cpu | cuda | emulate:MS; default auto")
+    pr.add_argument(
+        "--budget",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a full sweep's budget per worker count; the probe gets a quarter of the sweep (default 6)",
+    )
+    pr.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one of model.py's PARAMS (repeatable)",
+    )
+    pr.add_argument("--compare", action="store_true", help="also run the full sweep and print predicted vs measured")
+    pr.add_argument("--no-log", action="store_true", help="with --compare: do not log the sweep to MLflow")
+    pr.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    store_args(pr)
+    m.set_defaults(handler=_cmd_model)
+    pr.set_defaults(handler=_cmd_predict)
+
+
+def _parse_hparams(items: Sequence[str]) -> dict:
+    from adlrec.predict.models import LearnedModel
+
+    defaults = LearnedModel().spec()
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in defaults or key == "kind":
+            known = ", ".join(k for k in defaults if k != "kind")
+            raise UsageError(f"--hparam {item!r}: expected KEY=VALUE with KEY one of {known}")
+        try:
+            out[key] = type(defaults[key])(raw)
+        except ValueError:
+            raise UsageError(f"--hparam {item!r}: {raw!r} is not a valid {type(defaults[key]).__name__}") from None
+    return out
+
+
+def _cmd_model(args: argparse.Namespace) -> int:
+    from adlrec.tracking import MODEL_NAME, ModelRegistry
+
+    settings, tracker = tracker_from(args)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    console = stdout()
+    if args.model_command == "list":
+        versions = registry.versions()
+        if not versions:
+            console.print(f"no versions of {MODEL_NAME} in {settings.resolved_tracking_uri}")
+        champion = registry.champion()
+        for mv in versions:
+            mark = "  champion" if champion and champion.version == str(mv.version) else ""
+            ape = mv.tags.get("cv_median_ape")
+            ape_text = f"{float(ape):.1%}" if ape else "?"
+            console.print(f"v{mv.version}  {mv.tags.get('adlrec.spec', '')}  cv median APE {ape_text}{mark}")
+        return 0
+
+    from adlrec.predict.fit import fit_and_register, gather_curves
+    from adlrec.predict.report import fit_table
+
+    if args.kind != "learned" and args.hparam:
+        raise UsageError("--hparam applies to --kind learned only")
+    spec = {"kind": args.kind} | _parse_hparams(args.hparam)
+    if args.kind == "learned":
+        from adlrec.predict.models import LearnedModel
+
+        spec = LearnedModel(**{k: v for k, v in spec.items() if k != "kind"}).spec()
+    curves = gather_curves(args.profiles, tracker)
+    workloads = {c.group for c in curves}
+    if len(workloads) < 2:
+        raise UsageError(
+            f"need curves of at least 2 workloads to cross-validate; found {len(curves)} curves of "
+            f"{len(workloads)} in {args.profiles}/ and {tracker.tracking_uri}"
+        )
+    outcome = fit_and_register(curves, spec, registry, sources=f"{args.profiles}, {tracker.tracking_uri}")
+    console.print(fit_table(outcome))
+    if outcome.promoted:
+        before = f" (was v{outcome.previous_champion})" if outcome.previous_champion else ""
+        console.print(f"registered {MODEL_NAME} v{outcome.version} and moved @champion to it{before}")
+    else:
+        console.print(
+            f"registered {MODEL_NAME} v{outcome.version}, but it does not beat champion v{outcome.previous_champion} "
+            f"on the same evaluation (median APE {outcome.evaluation.median_ape:.1%} vs "
+            f"{outcome.champion_evaluation.median_ape:.1%}); @champion stays on v{outcome.previous_champion}"
+        )
+    console.print(f"fit run {outcome.run_id} in experiment 'adlrec-models' at {settings.resolved_tracking_uri}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from adlrec.predict.models import AnalyticModel, smallest_reaching
+    from adlrec.predict.probe import probe_job, sweep_budget
+    from adlrec.predict.report import prediction_table
+    from adlrec.profile.hardware import detect_hardware
+    from adlrec.profile.sweep import default_max_workers
+    from adlrec.tracking import MODEL_NAME, ModelRegistry
+
+    settings = settings_from(args, point_budget_s=args.budget)
+    job, device = job_and_device(args, settings)
+    tracker = profile_tracker(args, settings) if args.compare else None
+    hardware = detect_hardware()
+    max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    loaded = registry.load()
+    if loaded is None:
+        print(
+            f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
+            "predicting with the analytic model",
+            file=sys.stderr,
+        )
+    probe = probe_job(job, device, settings, hardware, max_w)
+    workers = list(range(max_w + 1))
+    if loaded is None:
+        curve = AnalyticModel().predict(probe.features, workers)
+        source = "analytic model (no registered model)"
+    else:
+        import pandas as pd
+
+        rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
+        pyfunc, version = loaded
+        curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+        source = f"{MODEL_NAME}@champion (v{version})"
+    best_w = int(np.argmax(curve))
+    enough_w = smallest_reaching(curve)
+    measured = None
+    sweep_s = None
+    if args.compare:
+        import time
+
+        t0 = time.perf_counter()
+        profile = sweep(args, job, device, settings, hardware)
+        sweep_s = time.perf_counter() - t0
+        measured = [p.throughput for p in profile.points]
+        if tracker is not None:
+            tracker.log_profile(profile)
+    summary = {
+        "workload": job.name,
+        "device": device.label,
+        "model": source,
+        "probe": probe.features.to_dict(),
+        "probe_seconds": probe.seconds,
+        "probe_budget_share": 4 * probe.part_budget_s / sweep_budget(settings.point_budget_s, max_w),
+        "predicted": [float(t) for t in curve],
+        "predicted_max": float(curve[best_w]),
+        "predicted_best_workers": best_w,
+        "workers_for_95pct": enough_w,
+        "measured": measured,
+        "sweep_seconds": sweep_s,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    console = stdout()
+    console.print(prediction_table(job.name, device, curve, measured))
+    console.print(f"model: {source}")
+    console.print(
+        f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; {enough_w} workers reach 95% of it"
+    )
+    line = f"probe: {probe.seconds:.1f} s"
+    if sweep_s is not None:
+        line += f"; full sweep: {sweep_s:.1f} s ({probe.seconds / sweep_s:.0%} of it)"
+        apes = [abs(p - m) / m for p, m in zip(curve, measured, strict=True)]
+        line += f"; median APE {float(np.median(apes)):.1%}"
+        best_m = int(np.argmax(measured))
+        line += (
+            f"; measured best {measured[best_m]:,.1f} at {best_m} workers, predicted best w={best_w} "
+            f"reaches {measured[best_w] / measured[best_m]:.0%} of it"
+        )
+    console.print(line)
+    return 0

@@ -1,0 +1,170 @@
+"""`adlrec profile` and `adlrec profiles export|list`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+
+from adlrec.cli.common import nonneg_int, seconds, settings_from, stdout, store_args, tracker_from
+from adlrec.errors import UsageError
+
+__all__ = ["add_commands", "job_and_device", "profile_tracker", "sweep"]
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="sweep a model.py's DataLoader workers and log the throughput curve to MLflow",
+        description="Sweep num_workers from 0 to --max-workers, measure steady-state throughput and where "
+        "step time goes (compute ceiling, preprocessing, fetch), print a table and log one MLflow run.",
+    )
+    p.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract (see README)")
+    p.add_argument(
+        "--max-workers", type=nonneg_int, default=None, help="largest worker count (default: cores + 2, at most 16)"
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto | cpu | cuda | emulate:MS (a timed wait of MS ms replaces the training step); default auto",
+    )
+    p.add_argument(
+        "--budget",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="measurement time per worker count (default 6)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one of model.py's PARAMS (repeatable)",
+    )
+    store_args(p)
+    p.add_argument("--json", action="store_true", help="print the profile as JSON instead of a table")
+    p.add_argument("--no-log", action="store_true", help="measure and print only; log nothing to MLflow")
+
+    pr = sub.add_parser("profiles", help="work with logged profiles")
+    prs = pr.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
+    ex = prs.add_parser(
+        "export",
+        help="write the newest complete profile per workload/params/device/hardware as JSON files",
+        description="Export complete profiles from the MLflow store to a folder (default profiles/), one JSON "
+        "file each with its hardware fingerprint and the exact command that measured it, and an index README.md.",
+    )
+    ex.add_argument("--out", type=Path, default=Path("profiles"), help="folder to write (default: profiles/)")
+    store_args(ex)
+    ls = prs.add_parser("list", help="list complete profiles in the MLflow store")
+    store_args(ls)
+    p.set_defaults(handler=_cmd_profile)
+    pr.set_defaults(handler=_cmd_profiles)
+
+
+def job_and_device(args: argparse.Namespace, settings):
+    from adlrec.job import load_job, parse_param_overrides
+    from adlrec.profile.device import parse_device
+
+    device = parse_device(args.device)
+    job = load_job(
+        args.model_py,
+        overrides=parse_param_overrides(args.param),
+        data_dir=settings.datasets_dir,
+        seed=settings.seed,
+    )
+    return job, device
+
+
+def sweep(args: argparse.Namespace, job, device, settings, hardware=None):
+    """A full sweep with a progress bar on stderr (when it is a terminal)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from adlrec.profile.sweep import profile_job
+
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(f"profiling {job.name} on {device.title}", total=None)
+
+        def on_progress(ev) -> None:
+            bar.update(task, completed=ev.done, total=ev.total, description=f"{job.name}: {ev.stage}")
+
+        return profile_job(
+            job,
+            device,
+            settings,
+            max_workers=args.max_workers,
+            command="adlrec " + shlex.join(args.argv),
+            on_progress=on_progress,
+            hardware=hardware,
+        )
+
+
+def profile_tracker(args: argparse.Namespace, settings):
+    """The store a sweep will be logged to, checked now rather than after a long sweep."""
+    if args.no_log:
+        return None
+    from adlrec.tracking import Tracker
+
+    tracker = Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+    tracker.experiment_id()
+    return tracker
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from adlrec.profile.report import profile_table
+
+    settings = settings_from(args, point_budget_s=args.budget)
+    job, device = job_and_device(args, settings)
+    tracker = profile_tracker(args, settings)
+    profile = sweep(args, job, device, settings)
+    run_id = tracker.log_profile(profile) if tracker is not None else None
+    if args.json:
+        out = profile.to_dict() | {"run_id": run_id, "tracking_uri": tracker.tracking_uri if tracker else None}
+        print(json.dumps(out, indent=2))
+        return 0
+    console = stdout()
+    console.print(profile_table(profile))
+    for note in profile.notes:
+        console.print(f"note: {note}")
+    best = profile.best
+    console.print(f"best: {best.workers} workers, {best.throughput:,.1f} samples/s")
+    if tracker is not None:
+        console.print(f"logged run {run_id} to experiment {settings.experiment!r} at {tracker.tracking_uri}")
+        console.print(f"view it: mlflow ui --backend-store-uri {tracker.tracking_uri}", soft_wrap=True)
+    return 0
+
+
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from adlrec.profile.library import export_profiles
+
+    settings, tracker = tracker_from(args)
+    runs = tracker.profiles()
+    if args.profiles_command == "list":
+        if not runs:
+            print(f"no complete profiles in experiment {settings.experiment!r} at {tracker.tracking_uri}")
+        for r in runs:
+            p = r.profile
+            print(
+                f"{r.run_id}  {p.created_at}  {p.workload:<12} {p.device.label:<12} best {p.best.workers}w {p.best.throughput:,.1f}/s"
+            )
+        return 0
+    if not runs:
+        raise UsageError(
+            f"no complete profiles to export in experiment {settings.experiment!r} at {tracker.tracking_uri}"
+        )
+    written = export_profiles(runs, args.out)
+    for path in written:
+        print(path)
+    print(f"exported {len(written) - 1} profiles to {args.out}/ (index: {args.out / 'README.md'})")
+    return 0
