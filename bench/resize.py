@@ -5,19 +5,22 @@
 
 Each sample costs real CPU in the worker (pure-Python arithmetic, ~``--sample-ms``; one table row
 group per value); the loop's step is an emulated accelerator (a sleep of ``--step-ms``).  For each worker-count change a->b, one run:
-``--window`` batches at ``a`` workers, the change, ``--window`` batches more.  Workers start with fork.
+``--window`` batches at ``a`` workers, the change, then batches until the new pool has served
+``--window`` of them.  Workers start with ``--start-method`` (fork by default).
 
   make-before-break  ``ResizableLoader.resize(b)``: the new pool starts, the old one serves what it
                      has in flight (plus the estimated handover), the switch is at a batch boundary.
   rebuild            a plain ``DataLoader`` torn down and recreated at ``b`` workers over the indices
                      the loop has not consumed (what one does without adlrec).
 
-Over the change call and the next K = 2b+8 batches, in units of the median batch time before it,
-against a baseline wait per batch of max(steady wait before, steady wait after) (the median wait of
-the 10 batches before the change, and of the window's last 10), so that a batch served at the old
-pool's normal pace is not counted as a stall:
+After the change, make-before-break runs until the new pool has served ``--window`` batches ("mbb
+switch": after how many batches it served its first; "never" if the epoch ran out first, and then
+the row did not measure a switch).  Over the change call and every batch after it, in units of the
+median batch time before it, against a baseline wait per batch of max(steady wait before, steady
+wait after) (the median wait of the 10 batches before the change, and of the last 10), so that a
+batch served at the old pool's normal pace is not counted as a stall:
   longest  the longest single wait over the baseline (the change call counts as part of the first)
-  total    all the waiting over the baseline (change call + sum of the K excesses)
+  total    all the waiting over the baseline (change call + sum of the excesses)
 The goal is make-before-break longest <= 1 batch time.  Medians over ``--repeats``; asserts nothing.
 """
 
@@ -39,7 +42,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from adlrec.loader import ResizableLoader, WorkerSetup, batches_of
 
-FORK = "fork"
+START = {"method": "fork"}  # set from --start-method
 
 
 class Busy(Dataset):
@@ -98,17 +101,17 @@ def drive(batches: Iterator, count: int, step_s: float) -> tuple[list[float], li
 
 
 def summarise(waits_before: list[float], before: list[float], call_s: float, after: list[float], b: int) -> Run:
-    k = 2 * b + 8
     base = max(statistics.median(waits_before[-10:]), statistics.median(after[-10:]))
-    excess = [max(0.0, w - base) for w in after[:k]]
+    excess = [max(0.0, w - base) for w in after]
     excess[0] += call_s
     return Run(batch_s=statistics.median(before), call_s=call_s, worst_wait_s=max(excess), total_wait_s=sum(excess))
 
 
 def make_before_break(
     ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float, handover: int | None = None
-) -> Run:
-    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=FORK, handover=handover)
+) -> tuple[Run, int | None]:
+    """The run, and after how many batches the new pool served its first (None: it never did)."""
+    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=START["method"], handover=handover)
     with loader:
         it = iter(loader)
         drive(it, 10, step_s)  # warm-up
@@ -116,15 +119,25 @@ def make_before_break(
         t = time.perf_counter()
         loader.resize(b)
         call_s = time.perf_counter() - t
-        after, _ = drive(it, window, step_s)
-    return summarise(waits_before, before, call_s, after, b)
+        after: list[float] = []
+        switch = None
+        # until the new pool has served a window of batches (or the epoch runs out)
+        while switch is None or len(after) < switch + window:
+            try:
+                w, _ = drive(it, 1, step_s)
+            except StopIteration:
+                break
+            after += w
+            if switch is None and loader.serving_workers == b:
+                switch = len(after)
+    return summarise(waits_before, before, call_s, after, b), switch
 
 
 def rebuild(ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float) -> Run:
     batches = batches_of(list(range(len(ds))), bs, drop_last=False)
 
     def plain(rest: list[list[int]], workers: int) -> Iterator:
-        kw: dict = dict(worker_init_fn=WorkerSetup(), multiprocessing_context=FORK) if workers else {}
+        kw: dict = dict(worker_init_fn=WorkerSetup(), multiprocessing_context=START["method"]) if workers else {}
         return iter(DataLoader(ds, batch_sampler=rest, num_workers=workers, **kw))
 
     it = plain(batches, a)
@@ -151,27 +164,32 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=30)
     ap.add_argument("--changes", default="1:2,2:4,4:1,0:2")
     ap.add_argument("--handover", type=int, default=None, help="batches; default: the loader's estimate")
+    ap.add_argument("--start-method", choices=["fork", "forkserver", "spawn"], default="fork")
+    ap.add_argument("--max-after", type=int, default=400, help="batches the epoch holds after the change")
     args = ap.parse_args()
+    START["method"] = args.start_method
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
     changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
     step_s = args.step_ms / 1e3
     table = Table(
         title=(
-            f"wait at a resize, in batch times (median of {args.repeats}); fork; batch {args.batch_size}; "
+            f"wait at a resize, in batch times (median of {args.repeats}); {args.start_method}; batch {args.batch_size}; "
             f"step {args.step_ms} ms; {psutil.cpu_count()} cores; goal: make-before-break longest <= 1"
         ),
         title_justify="left",
     )
-    cols = ("sample", "change", "batch time", "mbb call", "mbb longest", "mbb total", "rebuild call")
+    cols = ("sample", "change", "batch time", "mbb switch", "mbb call", "mbb longest", "mbb total", "rebuild call")
     for col in (*cols, "rebuild longest", "rebuild total", "longest: rebuild / mbb"):
         table.add_column(col, justify="left" if col in ("sample", "change") else "right")
     for sample_ms in (float(x) for x in args.sample_ms.split(",")):
-        ds = Busy((10 + 2 * args.window + 5) * args.batch_size, calibrate(sample_ms))
+        ds = Busy((10 + args.window + args.max_after) * args.batch_size, calibrate(sample_ms))
         for a, b in changes:
-            mbb = [
+            runs = [
                 make_before_break(ds, args.batch_size, a, b, args.window, step_s, args.handover)
                 for _ in range(args.repeats)
             ]
+            mbb = [r for r, _ in runs]
+            switches = [sw for _, sw in runs]
             reb = [rebuild(ds, args.batch_size, a, b, args.window, step_s) for _ in range(args.repeats)]
             m_long = statistics.median(r.longest for r in mbb)
             r_long = statistics.median(r.longest for r in reb)
@@ -179,6 +197,7 @@ def main() -> int:
                 f"{sample_ms} ms",
                 f"{a} -> {b}",
                 f"{1e3 * statistics.median(r.batch_s for r in mbb):.1f} ms",
+                "never" if None in switches else f"+{statistics.median(switches):.0f}",
                 f"{1e3 * statistics.median(r.call_s for r in mbb):.1f} ms",
                 f"{m_long:.2f}",
                 f"{statistics.median(r.total for r in mbb):.2f}",

@@ -183,6 +183,7 @@ class ResizableLoader:
         self._last_t: float | None = None
         self._interval: float | None = None  # smoothed time between batches handed to the loop
         self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
+        self._serving: int | None = None  # workers of the pool that served the last batch
 
     # -- what DataLoader users and Lightning look at ---------------------------------------------
 
@@ -190,6 +191,11 @@ class ResizableLoader:
     def num_workers(self) -> int:
         """The worker count now requested (the pool serving right now may still be the previous one)."""
         return self._workers
+
+    @property
+    def serving_workers(self) -> int | None:
+        """Workers of the pool that served the last batch (a resize's new pool takes over later)."""
+        return self._serving
 
     @property
     def start_method(self) -> str:
@@ -236,6 +242,7 @@ class ResizableLoader:
                 raise
             seg.served += 1
             self._consumed += 1
+            self._serving = seg.workers
             if seg.start + seg.served >= seg.stop:
                 self._retire(segments.pop(0))
             self._tick()

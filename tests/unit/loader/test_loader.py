@@ -84,3 +84,17 @@ def test_negative_worker_counts_are_refused():
         loader.resize(-1)
     with pytest.raises(ValueError):
         loader.request_resize(-1)
+
+
+def test_serving_workers_tells_when_the_new_pool_has_taken_over():
+    loader = ResizableLoader(Indices(64), batch_size=4, num_workers=0, multiprocessing_context="fork", handover=0)
+    with loader:
+        it = iter(loader)
+        assert loader.serving_workers is None
+        next(it)
+        assert loader.serving_workers == 0
+        loader.resize(2)
+        assert loader.num_workers == 2
+        seen = [next(it) for _ in range(6)]
+        assert loader.serving_workers == 2
+        assert len(seen) == 6
