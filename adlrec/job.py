@@ -25,9 +25,9 @@ import importlib.util
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import ModuleType
 from typing import Any
 
 from adlrec.errors import JobContractError
@@ -74,7 +74,6 @@ class Job:
     build_optimizer: Callable[[Any, JobConfig], Any] | None = None
     collate_fn: Callable[[list[Any]], Any] | None = None
     raw_files: Callable[[Any], Sequence[str | Path]] | None = None
-    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def batch_size(self) -> int:
@@ -221,7 +220,6 @@ def load_job(
         build_optimizer=getattr(module, "build_optimizer", None),
         collate_fn=getattr(module, "collate_fn", None),
         raw_files=getattr(module, "raw_files", None),
-        defaults=MappingProxyType(dict(defaults)),
     )
 
 

@@ -56,7 +56,7 @@ def probe_job(job: Job, device: DeviceSpec, settings: Settings, hardware: Hardwa
         prep_rate_0=rates[0],
         prep_rate_1=rates[1],
         prep_rate_2=rates[2],
-        fetch_extra_s=max(0.0, fetch.cold_s - fetch.cached_s),
+        fetch_extra_s=fetch.extra_s,
         batch_size=job.batch_size,
         cores=hardware.logical_cores,
         device_kind=device.kind,

@@ -26,6 +26,11 @@ class FetchCost:
     bytes_per_sample: float
     method: str
 
+    @property
+    def extra_s(self) -> float:
+        """Extra seconds per sample that cold storage adds over cached reads (never negative)."""
+        return max(0.0, self.cold_s - self.cached_s)
+
 
 def spread(items: Sequence[Path], k: int) -> list[Path]:
     """Up to ``k`` items spread evenly over ``items`` (keeps the first and the order)."""

@@ -169,7 +169,7 @@ def profile_job(
         report(f"w={w} loader")
         train = bench.training(w, budget)
         report(f"w={w} train")
-        shares = decompose(train.rate, ceiling.rate, prep.rate, max(0.0, fetch.cold_s - fetch.cached_s), w)
+        shares = decompose(train.rate, ceiling.rate, prep.rate, fetch.extra_s, w)
         points.append(
             ProfilePoint(
                 workers=w,
