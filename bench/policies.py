@@ -10,6 +10,8 @@ The workload (ours: the seed publishes none), fixed before any result was seen:
             node by the pipeline model (curves derived from measured profile parameters)
   replay    re-decide at arrivals, completions and every 60 s; resize 0.5 s; threshold 0.05;
             objective busy GPUs; contention model "all", main-cpu 1 (docs/simulate.md)
+Each table also shows `bound`: the same trace with cores enough for every job to run at its peak,
+which no allocation of the real node can beat (the headroom over even).
 Then the same traces under other assumptions (fewer cores per GPU, the "busy" contention model, a
 main process that never slows), so it shows which assumption gives which figure.
 """
@@ -28,6 +30,7 @@ from rich.table import Table
 from adlrec.allocate import POLICIES
 from adlrec.simulate import (
     Node,
+    PolicyRun,
     SimConfig,
     TraceSpec,
     build_jobs,
@@ -37,7 +40,9 @@ from adlrec.simulate import (
     generate_trace,
     profile_catalog,
     profile_files,
+    simulate,
 )
+from adlrec.simulate.contention import saturation_workers
 from adlrec.simulate.curves import pipeline_params
 from adlrec.simulate.generate import trace_profiles
 
@@ -46,13 +51,37 @@ BETTER = {"throughput_vs_base_pct": max, "makespan_vs_base_pct": max, "mean_jct_
 
 
 def run(seeds, jobs, files, catalog, node, config, **spec):
-    """Comparison rows per seed (the trace is drawn for the 32-core node and replayed on ``node``)."""
+    """Comparison rows per seed (the trace is drawn for the 32-core node and replayed on ``node``).
+
+    Each seed also gets a ``bound`` row: the same trace on the same GPUs with cores enough for every
+    job to run at its peak at once, so no allocation can do better (busy GPUs per held GPU is 1).
+    """
     out = {}
     for seed in seeds:
         rows = generate_trace(files, Node(), TraceSpec(jobs=jobs, seed=seed, **spec))
         trace = build_jobs(rows, catalog, node)
-        out[seed] = comparison_rows(compare_policies(trace, {n: POLICIES[n] for n in ORDER}, node, config))
+        runs = compare_policies(trace, {n: POLICIES[n] for n in ORDER}, node, config)
+        roomy = replace(node, cores=sum(saturation_workers(j.curve) + j.main_cores for j in trace))
+        bound = simulate(build_jobs(rows, catalog, roomy), POLICIES["optimal"], roomy, config, name="bound")
+        out[seed] = comparison_rows([*runs, PolicyRun(bound, 0.0)])
     return out
+
+
+def headroom(per_seed) -> str:
+    """How much of the gap between ``even`` and ``bound`` that ``optimal`` closes, per seed."""
+
+    def share(get, key):
+        room = get["bound"][key]
+        return f"{get['optimal'][key] / room:.0%}" if room > 0 else "-"
+
+    parts = []
+    for seed, rows in per_seed.items():
+        get = {r["policy"]: r for r in rows}
+        parts.append(
+            f"seed {seed}: throughput {share(get, 'throughput_vs_base_pct')}, "
+            f"makespan {share(get, 'makespan_vs_base_pct')}"
+        )
+    return "share of the even-to-bound gap that optimal closes: " + "; ".join(parts)
 
 
 def summary(title, per_seed):
@@ -67,7 +96,7 @@ def summary(title, per_seed):
         "decisions/s (median)",
     ):
         table.add_column(col, justify="left" if col == "policy" else "right")
-    for name in ORDER:
+    for name in [*ORDER, "bound"]:
         rows = [next(r for r in seed_rows if r["policy"] == name) for seed_rows in per_seed.values()]
         thr = [r["throughput_vs_base_pct"] for r in rows]
         mk = [r["makespan_vs_base_pct"] for r in rows]
@@ -78,7 +107,7 @@ def summary(title, per_seed):
             f"{statistics.mean(r['mean_jct_s'] for r in rows) / 3600:.2f} h",
             f"{statistics.mean(r['busy_gpu_fraction'] for r in rows):.1%}",
             f"{statistics.mean(r['resizes'] for r in rows):.0f}",
-            f"{statistics.median(r['decisions_per_s'] for r in rows):,.0f}",
+            f"{statistics.median(r['decisions_per_s'] for r in rows):,.0f}" if name != "bound" else "-",
         )
     return table
 
@@ -87,6 +116,7 @@ def optimal_is_best(per_seed):
     """Where ``optimal`` is not at least as good as every other policy (0.1% slack for float noise)."""
     misses = []
     for seed, rows in per_seed.items():
+        rows = [r for r in rows if r["policy"] != "bound"]
         opt = next(r for r in rows if r["policy"] == "optimal")
         for key, better in BETTER.items():
             best = better(r[key] for r in rows)
@@ -122,6 +152,7 @@ def main() -> int:
         console.print(comparison_table(rows, f"seed {seed}: 8 GPUs, 32 cores, {args.jobs} jobs"))
     title = f"summary over seeds {args.seeds}: 8 GPUs, 32 cores (the workload above)"
     console.print(summary(title, main_runs))
+    console.print(headroom(main_runs))
     misses = optimal_is_best(main_runs)
     console.print(
         "optimal at least as good as every policy on every trace (throughput, makespan, mean JCT): "
@@ -139,6 +170,7 @@ def main() -> int:
     for title, n, cfg, spec in variants:
         per_seed = run(args.seeds, args.jobs, files, catalog, n, cfg, **spec)
         console.print(summary(title, per_seed))
+        console.print(headroom(per_seed))
         misses = optimal_is_best(per_seed)
         console.print("optimal best on every trace: " + ("yes" if not misses else "no: " + "; ".join(misses)))
     return 0

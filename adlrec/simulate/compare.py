@@ -118,7 +118,7 @@ def comparison_table(rows: Sequence[Mapping[str, float | str]], title: str, base
             f"{r['busy_gpu_fraction']:.1%}",
             f"{r['cpu_share']:.2f}",
             str(r["resizes"]),
-            f"{r['decisions_per_s']:,.0f}",
+            f"{r['decisions_per_s']:,.0f}" if r["decisions_per_s"] != float("inf") else "-",
         )
     return table
 
