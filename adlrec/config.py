@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     service_model_alias: str = "champion"
     # Log each job's heartbeats to an MLflow run of its own (experiment adlrec-live), every interval.
     service_live_runs: bool = True
+    # Folder of the web UI's static files, served at /ui/; empty: the webapp/ folder of this checkout.
+    service_webapp_dir: Path | None = None
 
     @property
     def resolved_tracking_uri(self) -> str:
@@ -88,6 +90,11 @@ class Settings(BaseSettings):
     @property
     def datasets_dir(self) -> Path:
         return self.data_dir / "datasets"
+
+    @property
+    def resolved_webapp_dir(self) -> Path:
+        """The web UI's folder: ``service_webapp_dir``, else ``webapp/`` beside the package."""
+        return self.service_webapp_dir or Path(__file__).resolve().parents[1] / "webapp"
 
     @property
     def resolved_store_url(self) -> str:

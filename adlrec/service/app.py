@@ -29,6 +29,7 @@ from adlrec.service.records import NodeInfo
 from adlrec.service.routes import health, jobs, model, nodes, plans
 from adlrec.service.scheduler import RecomputeConfig, Recomputer
 from adlrec.service.store import JobNotActive, JobStore, StoreError, UnknownJob, UnknownNode
+from adlrec.service.ui import mount_ui
 
 __all__ = ["create_app"]
 
@@ -108,6 +109,7 @@ def create_app(
     app.state.parts = parts
     for r in (jobs.router, nodes.router, plans.router, model.router, health.router):
         app.include_router(r)
+    mount_ui(app, settings.resolved_webapp_dir)
     _add_error_handlers(app)
     app.add_middleware(_Metered, metrics=metrics)
     app.add_middleware(_BodyLimit, limit=settings.service_max_body_bytes)

@@ -1,0 +1,204 @@
+"""The web UI in a real headless Chromium against a real service (uvicorn on 127.0.0.1 port 0).
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and selenium (the
+``dev`` extra).  Without them the browser tests skip, unless ``ADLREC_REQUIRE_BROWSER=1`` (set by
+``.ci/run``) turns the skip into a failure, so CI cannot pass without running them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import httpx
+import pytest
+
+from adlrec.service import create_app
+from tests.service_helpers import LiveServer, service_settings
+
+AUTH = {"Authorization": "Bearer s3cret"}
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0, 100.0]
+FLAT = [80.0, 95.0, 100.0, 100.0, 100.0, 100.0]
+RISING = [10.0, 30.0, 50.0, 70.0, 90.0, 100.0, 100.0, 100.0]
+CHROMIUM = os.environ.get("ADLREC_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("ADLREC_CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+def _browser_missing() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not shutil.which(path):
+            return f"{path} not found (apt-get install chromium chromium-driver)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("ADLREC_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"ADLREC_REQUIRE_BROWSER=1 but {missing}")
+        pytest.skip(missing)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1400"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def service(tmp_path):
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        yield srv, http
+
+
+def register(http, node, job_id, curve):
+    r = http.post("/jobs", json={"job_id": job_id, "node": node, "curve": curve}, headers=AUTH)
+    assert r.status_code == 201, r.text
+
+
+def recompute(http):
+    r = http.post("/plans/recompute", headers=AUTH)
+    assert r.status_code == 200, r.text
+    return r.json()["plans"]
+
+
+def wait_for(browser, predicate, what, timeout=20):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(
+        lambda d: predicate(d), message=f"the page never showed {what}"
+    )
+
+
+def rows(browser):
+    """The job rows of every node card, read in one script (the page re-renders under the test)."""
+    return browser.execute_script(
+        """
+        const out = {};
+        for (const tr of document.querySelectorAll("article.node tr[data-job]")) {
+          const cells = tr.querySelectorAll("td");
+          out[tr.dataset.job] = {
+            node: tr.closest("article").dataset.node,
+            workers: Number(cells[2].textContent),
+            why: cells[cells.length - 1].textContent,
+          };
+        }
+        return out;
+        """
+    )
+
+
+def text(browser, selector):
+    """``textContent`` of the first match (None if none), read in one script."""
+    return browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e.textContent;", selector
+    )
+
+
+def attr(browser, selector, name):
+    return browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e.getAttribute(arguments[1]);", selector, name
+    )
+
+
+def texts(browser, selector, attribute=None):
+    return browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.textContent);",
+        selector,
+        attribute,
+    )
+
+
+def test_root_sends_to_the_ui_and_the_ui_is_served(service):
+    srv, http = service
+    r = http.get("/", follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/ui/"
+    page = http.get("/ui/")
+    assert page.status_code == 200 and "<title>adlrec" in page.text
+    assert http.get("/ui/app.js").status_code == 200
+    assert "/ui" not in str(http.get("/openapi.json").json()["paths"])  # the API documents only the API
+
+
+def test_without_webapp_folder_the_api_still_serves(tmp_path, caplog):
+    settings = service_settings(tmp_path, service_webapp_dir=tmp_path / "nowhere")
+    with caplog.at_level("WARNING"), LiveServer(create_app(settings)) as srv:
+        assert httpx.get(f"{srv.url}/ui/").status_code == 404
+        assert httpx.get(f"{srv.url}/health").status_code == 200
+    assert any(
+        "web UI not served" in r.getMessage() and "ADLREC_SERVICE_WEBAPP_DIR" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_nodes_show_the_plan_its_reasons_and_follow_changes(service, browser):
+    srv, http = service
+    assert http.put("/nodes/gpu-a", json={"cores": 6, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    register(http, "gpu-a", "resnet", STEEP)
+    register(http, "gpu-a", "bert", FLAT)
+    (plan,) = recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=1")
+    wait_for(browser, lambda d: len(rows(d)) == 2, "two job rows")
+    shown = rows(browser)
+    assert {k: v["workers"] for k, v in shown.items()} == plan["workers"]
+    assert all(shown[k]["why"] == plan["reasons"][k] for k in shown)
+    assert "policy optimal" in text(browser, "#status")
+    assert attr(browser, "article[data-node='gpu-a'] .cores", "aria-label") == f"{plan['cores_used']} of 6 cores used"
+
+    # a third job arrives, one finishes: the page follows on its own
+    register(http, "gpu-a", "audio", RISING)
+    assert http.post("/jobs/bert/finish", headers=AUTH).status_code == 200
+    (second,) = recompute(http)
+    wait_for(browser, lambda d: set(rows(d)) == {"resnet", "audio"}, "the new job and not the finished one")
+    wait_for(browser, lambda d: {k: v["workers"] for k, v in rows(d).items()} == second["workers"], "the new plan")
+    assert text(browser, "article[data-node='gpu-a'] .ended") == "ended: bert (finished)"
+    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 2, "both plans in the history")
+    assert texts(browser, "#history-table tr[data-plan]", "data-plan") == [str(second["plan_id"]), str(plan["plan_id"])]
+    columns = texts(browser, "#history-chart svg rect")
+    assert len(columns) == sum(1 for w in plan["workers"].values() if w) + sum(
+        1 for w in second["workers"].values() if w
+    )
+
+
+def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
+    srv, http = service
+    register(http, "gpu-b", "vit", RISING)
+    (plan,) = recompute(http)
+    r = http.post("/jobs/vit/heartbeat", json={"throughput": 42.0, "workers": 2, "data_wait": 0.25}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    browser.get(f"{srv.url}/ui/?refresh=1#job/vit")
+    wait_for(browser, lambda d: texts(d, "#job circle.measured"), "the measured point")
+    job = http.get("/jobs/vit").json()
+    assert len(attr(browser, "#job polyline.used", "points").split()) == len(job["curve"])
+    assert text(browser, "#job .assigned-label") == f"plan: {plan['workers']['vit']} workers"
+    assert text(browser, "#job-title") == "Job vit"
+    point = texts(browser, "#job table.points tbody tr td")
+    assert point[:2] == ["2", "42"] and point[-1] == "25%"
+
+    browser.get(f"{srv.url}/ui/?refresh=1#job/nosuchjob")
+    wait_for(browser, lambda d: "knows no job nosuchjob" in (text(d, "#job-detail") or ""), "the unknown job")
+
+
+def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):
+    settings = service_settings(tmp_path)
+    srv = LiveServer(create_app(settings)).__enter__()
+    try:
+        with httpx.Client(base_url=srv.url, timeout=10) as http:
+            register(http, "gpu-c", "gone", STEEP)
+            recompute(http)
+        browser.get(f"{srv.url}/ui/?refresh=1")
+        wait_for(browser, lambda d: "gone" in rows(d), "the job")
+    finally:
+        srv.__exit__(None, None, None)
+    wait_for(browser, lambda d: d.execute_script("return !document.getElementById('error').hidden"), "the error banner")
+    error = text(browser, "#error")
+    assert error.startswith("cannot read the service") and "showing what was read at" in error
+    assert "gone" in rows(browser)

@@ -1,0 +1,338 @@
+// The adlrec web UI: reads the service's JSON API (the folder above this page) and shows each node's
+// plan (who gets how many workers, and why), each job's curve, and the plans over time.  It only
+// reads; it never holds the write token.  Every value from the API is put in the page as text, never
+// as HTML, so a job id cannot inject markup.
+
+const query = new URLSearchParams(location.search);
+const EVERY_S = Math.max(1, Number(query.get("refresh")) || 5);
+const API = new URL("..", location.href);
+const SVG = "http://www.w3.org/2000/svg";
+const state = { historyLimit: 30, chartNode: null, lastOk: null };
+
+// -- DOM helpers ---------------------------------------------------------------------------------
+function el(ns, tag, attrs, kids) {
+  const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const kid of kids.flat(Infinity)) {
+    if (kid === undefined || kid === null || kid === false) continue;
+    node.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return node;
+}
+const h = (tag, attrs, ...kids) => el(null, tag, attrs, kids);
+const s = (tag, attrs, ...kids) => el(SVG, tag, attrs, kids);
+
+// -- formatting ----------------------------------------------------------------------------------
+const num = (x, digits = 1) =>
+  x === null || x === undefined ? "–" : Number(x).toLocaleString("en", { maximumFractionDigits: digits });
+const pct = (x) => (x === null || x === undefined ? "–" : `${Math.round(100 * x)}%`);
+const clock = (epochS) => new Date(epochS * 1000).toLocaleTimeString("en-GB");
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+const mb = (x) => (x >= 1024 ? `${num(x / 1024)} GB` : `${x} MB`);
+const hue = (text) => [...text].reduce((a, c) => (a * 31 + c.charCodeAt(0)) % 360, 7);
+const colour = (id) => `hsl(${hue(id)} 60% 50%)`;
+
+// -- the API -------------------------------------------------------------------------------------
+async function get(path) {
+  const r = await fetch(new URL(path, API), { headers: { Accept: "application/json" } });
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+function selectedJob() {
+  const m = location.hash.match(/^#job\/(.+)$/);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+async function refresh() {
+  try {
+    const [health, model, nodes, jobs, page] = await Promise.all([
+      get("health"),
+      get("model"),
+      get("nodes"),
+      get("jobs"),
+      get(`plans?limit=${state.historyLimit}`),
+    ]);
+    const plans = await Promise.all(
+      nodes.map((n) => (n.plan_id ? get(`nodes/${encodeURIComponent(n.name)}/plan`) : null)),
+    );
+    if (!state.chartNode || !nodes.some((n) => n.name === state.chartNode)) {
+      state.chartNode = (nodes.find((n) => n.plan_id) || nodes[0] || {}).name || null;
+    }
+    const nodeHistory = state.chartNode
+      ? await get(`plans?node=${encodeURIComponent(state.chartNode)}&limit=40`)
+      : { plans: [] };
+    renderStatus(health, model);
+    renderNodes(nodes, plans, jobs);
+    renderJob(jobs, plans);
+    renderHistory(page, nodeHistory.plans, nodes);
+    state.lastOk = Date.now();
+    document.getElementById("error").hidden = true;
+  } catch (err) {
+    const box = document.getElementById("error");
+    const since = state.lastOk ? `; showing what was read at ${new Date(state.lastOk).toLocaleTimeString("en-GB")}` : "";
+    box.textContent = `cannot read the service (${err.message})${since}`;
+    box.hidden = false;
+  }
+}
+
+// -- rendering -----------------------------------------------------------------------------------
+function renderStatus(health, model) {
+  const which = model.version
+    ? `model ${model.source} (@${model.alias})`
+    : h("span", { title: model.note }, `model: analytic fallback (${model.note || "no registered model"})`);
+  document.getElementById("status").replaceChildren(
+    `service ${health.version} · policy ${health.policy} · store ${health.store} · `,
+    which,
+    ` · read at ${new Date().toLocaleTimeString("en-GB")}`,
+  );
+}
+
+function renderNodes(nodes, plans, jobs) {
+  const list = document.getElementById("node-list");
+  if (!nodes.length) {
+    list.replaceChildren(h("p", { class: "empty" }, "no node yet: jobs appear here when they register"));
+    return;
+  }
+  list.replaceChildren(...nodes.map((node, i) => nodeCard(node, plans[i], jobs.filter((j) => j.node === node.name))));
+}
+
+function nodeCard(node, plan, jobs) {
+  const active = jobs.filter((j) => j.status === "active");
+  const ended = jobs.filter((j) => j.status !== "active");
+  const planText = plan
+    ? `plan #${plan.plan_id} by ${plan.policy} at ${clock(plan.created_at)}`
+    : "no plan yet";
+  return h(
+    "article",
+    { class: "node", "data-node": node.name },
+    h(
+      "h3",
+      {},
+      node.name,
+      h("span", { class: "meta" }, ` · ${node.cores} cores · ${mb(node.memory_mb)} for workers · ${plural(node.active_jobs, "active job")} · ${planText}`),
+    ),
+    plan ? coreBar(node, plan, active) : null,
+    active.length ? jobTable(active, plan) : h("p", { class: "empty" }, "no active job"),
+    ended.length
+      ? h("p", { class: "ended" }, "ended: ", ended.map((j, i) => [i ? ", " : "", jobLink(j.job_id), ` (${j.status})`]))
+      : null,
+  );
+}
+
+function coreBar(node, plan, active) {
+  const mains = active.reduce((a, j) => a + j.main_cores, 0);
+  const parts = Object.entries(plan.workers).filter(([, w]) => w > 0);
+  const free = Math.max(0, node.cores - plan.cores_used);
+  const seg = (width, cls, label, style) =>
+    h("span", { class: `seg ${cls}`, style: `flex-grow:${width};${style || ""}`, title: label });
+  return h(
+    "div",
+    { class: "cores", role: "img", "aria-label": `${plan.cores_used} of ${node.cores} cores used` },
+    mains ? seg(mains, "mains", `${plural(mains, "core")} for training processes`) : null,
+    parts.map(([id, w]) => seg(w, "job", `${id}: ${plural(w, "worker")}`, `background:${colour(id)}`)),
+    free ? seg(free, "free", `${plural(free, "core")} free`) : null,
+  );
+}
+
+function jobLink(id) {
+  return h("a", { href: `#job/${encodeURIComponent(id)}`, class: "job-link" }, id);
+}
+
+function jobTable(jobs, plan) {
+  const head = ["job", "GPUs", "plan: workers", "running with", "samples/s measured", "predicted", "of peak", "data wait", "why"];
+  const numeric = (c) => c !== "job" && c !== "why";
+  const rows = jobs.map((j) => {
+    const w = plan && j.job_id in plan.workers ? plan.workers[j.job_id] : j.assignment.workers;
+    const predicted = plan && j.job_id in plan.throughput ? plan.throughput[j.job_id] : j.curve[w];
+    const peak = Math.max(...j.curve);
+    const reason = plan && plan.reasons[j.job_id] ? plan.reasons[j.job_id] : "not in a plan yet";
+    return h(
+      "tr",
+      { "data-job": j.job_id, class: j.job_id === selectedJob() ? "selected" : null },
+      h("td", { class: "job" }, h("span", { class: "swatch", style: `background:${colour(j.job_id)}` }), jobLink(j.job_id)),
+      h("td", { class: "n" }, j.gpus),
+      h("td", { class: "n workers" }, w),
+      h("td", { class: "n" }, j.reported_workers ?? "–"),
+      h("td", { class: "n" }, num(j.reported_throughput)),
+      h("td", { class: "n" }, num(predicted)),
+      h("td", { class: "n" }, peak > 0 ? pct(predicted / peak) : "–"),
+      h("td", { class: "n" }, pct(j.data_wait)),
+      h("td", { class: "why" }, reason),
+    );
+  });
+  return h("table", { class: "jobs" }, h("thead", {}, h("tr", {}, head.map((c) => h("th", { class: numeric(c) ? "n" : null }, c)))), h("tbody", {}, rows));
+}
+
+function renderJob(jobs, plans) {
+  const id = selectedJob();
+  const section = document.getElementById("job");
+  if (!id) {
+    section.hidden = true;
+    return;
+  }
+  section.hidden = false;
+  const job = jobs.find((j) => j.job_id === id);
+  document.getElementById("job-title").textContent = `Job ${id}`;
+  const detail = document.getElementById("job-detail");
+  if (!job) {
+    detail.replaceChildren(h("p", { class: "empty" }, `the service knows no job ${id}`));
+    return;
+  }
+  const plan = plans.find((p) => p && job.job_id in p.workers);
+  const a = job.assignment;
+  detail.replaceChildren(
+    h(
+      "p",
+      { class: "meta" },
+      `node ${job.node} · ${job.status} · ${plural(job.gpus, "GPU")} · plan: ${plural(a.workers, "worker")}` +
+        (a.plan_id ? ` (plan #${a.plan_id})` : "") +
+        ` · running with ${job.reported_workers ?? "–"} · asked for ${job.requested_workers} · curve: ${job.curve_source}`,
+    ),
+    plan && plan.reasons[job.job_id] ? h("p", { class: "why" }, `why: ${plan.reasons[job.job_id]}`) : null,
+    curveChart(job),
+    job.measured.length
+      ? h(
+          "table",
+          { class: "points" },
+          h("thead", {}, h("tr", {}, ["workers", "samples/s measured", "predicted", "heartbeats", "data wait"].map((c) => h("th", { class: "n" }, c)))),
+          h(
+            "tbody",
+            {},
+            job.measured.map((p) =>
+              h(
+                "tr",
+                {},
+                h("td", { class: "n" }, p.workers),
+                h("td", { class: "n" }, num(p.throughput)),
+                h("td", { class: "n" }, num(job.predicted[p.workers])),
+                h("td", { class: "n" }, num(p.samples, 0)),
+                h("td", { class: "n" }, pct(p.data_wait)),
+              ),
+            ),
+          ),
+        )
+      : h("p", { class: "empty" }, "nothing measured yet: the curve is the prediction"),
+  );
+}
+
+function niceMax(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].map((k) => k * p).find((x) => x >= v);
+}
+
+function curveChart(job) {
+  const W = 620, H = 270, m = { l: 64, r: 16, t: 18, b: 40 };
+  const n = Math.max(1, job.curve.length - 1, job.predicted.length - 1);
+  const top = niceMax(Math.max(1, ...job.curve, ...job.predicted, ...job.measured.map((p) => p.throughput)) * 1.05);
+  const x = (w) => m.l + (Math.min(w, n) / n) * (W - m.l - m.r);
+  const y = (v) => H - m.b - (v / top) * (H - m.t - m.b);
+  const line = (values, cls) =>
+    s("polyline", { class: cls, points: values.map((v, w) => `${x(w).toFixed(1)},${y(v).toFixed(1)}`).join(" ") });
+  const a = job.assignment.workers;
+  const step = Math.max(1, Math.ceil(n / 16));
+  const xt = [];
+  for (let w = 0; w <= n; w += step) xt.push(w);
+  return s(
+    "svg",
+    { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `samples/s of ${job.job_id} against loader workers` },
+    [0, 1, 2, 3, 4].map((i) => [
+      s("line", { class: "grid", x1: m.l, x2: W - m.r, y1: y((top * i) / 4), y2: y((top * i) / 4) }),
+      s("text", { class: "tick", x: m.l - 6, y: y((top * i) / 4) + 4, "text-anchor": "end" }, num((top * i) / 4, 0)),
+    ]),
+    xt.map((w) => s("text", { class: "tick", x: x(w), y: H - m.b + 16, "text-anchor": "middle" }, w)),
+    s("text", { class: "axis", x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, "loader workers"),
+    s("text", { class: "axis", x: 14, y: H / 2, "text-anchor": "middle", transform: `rotate(-90 14 ${H / 2})` }, "samples/s"),
+    line(job.predicted, "predicted"),
+    line(job.curve, "used"),
+    job.measured.map((p) =>
+      s("circle", { class: "measured", cx: x(p.workers), cy: y(p.throughput), r: 4.5 },
+        s("title", {}, `${plural(p.workers, "worker")}: ${num(p.throughput)} samples/s measured`)),
+    ),
+    s("line", { class: "assigned", x1: x(a), x2: x(a), y1: m.t, y2: H - m.b }),
+    s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, `plan: ${plural(a, "worker")}`),
+    s("g", { class: "legend", transform: `translate(${W - m.r - 190} ${H - m.b - 52})` },
+      s("line", { class: "predicted", x1: 0, x2: 22, y1: 0, y2: 0 }), s("text", { x: 28, y: 4 }, "predicted"),
+      s("line", { class: "used", x1: 0, x2: 22, y1: 16, y2: 16 }), s("text", { x: 28, y: 20 }, "used by the allocator"),
+      s("circle", { class: "measured", cx: 11, cy: 32, r: 4.5 }), s("text", { x: 28, y: 36 }, "measured")),
+  );
+}
+
+function renderHistory(page, nodePlans, nodes) {
+  const body = document.querySelector("#history-table tbody");
+  body.replaceChildren(
+    ...page.plans.map((p) =>
+      h(
+        "tr",
+        { "data-plan": p.plan_id },
+        h("td", { class: "n" }, `#${p.plan_id}`),
+        h("td", {}, p.node),
+        h("td", {}, clock(p.created_at)),
+        h("td", {}, p.policy),
+        h("td", { class: "n" }, num(p.objective, 3)),
+        h("td", { class: "n" }, p.cores_used),
+        h("td", {}, Object.entries(p.workers).map(([id, w], i) => [i ? ", " : "", jobLink(id), `: ${w}`])),
+      ),
+    ),
+  );
+  if (!page.plans.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "empty" }, "no plan yet")));
+  const older = document.getElementById("older");
+  older.hidden = page.next_before === null || state.historyLimit >= 500;
+  document.getElementById("history-chart").replaceChildren(historyChart(nodePlans, nodes));
+}
+
+function historyChart(plans, nodes) {
+  const withPlans = nodes.filter((n) => n.plan_id);
+  const picker = withPlans.length > 1
+    ? h("label", {}, "node ", h("select", { onchange: (e) => { state.chartNode = e.target.value; refresh(); } },
+        withPlans.map((n) => h("option", { value: n.name, selected: n.name === state.chartNode }, n.name))))
+    : null;
+  if (!plans.length) return h("div", {}, picker);
+  const ordered = [...plans].reverse(); // oldest first
+  const W = 620, H = 200, m = { l: 40, r: 10, t: 10, b: 30 };
+  const most = Math.max(1, ...ordered.map((p) => Object.values(p.workers).reduce((a, b) => a + b, 0)));
+  const bw = (W - m.l - m.r) / ordered.length;
+  const y = (v) => H - m.b - (v / most) * (H - m.t - m.b);
+  const ids = [...new Set(ordered.flatMap((p) => Object.keys(p.workers)))];
+  const bars = ordered.map((p, i) => {
+    let base = 0;
+    return Object.entries(p.workers).map(([id, w]) => {
+      const rect = s("rect", { x: m.l + i * bw + 1, width: Math.max(1, bw - 2), y: y(base + w), height: y(base) - y(base + w), fill: colour(id) },
+        s("title", {}, `plan #${p.plan_id} at ${clock(p.created_at)}: ${id} ${plural(w, "worker")}`));
+      base += w;
+      return rect;
+    });
+  });
+  const first = ordered[0], last = ordered[ordered.length - 1];
+  return h(
+    "div",
+    {},
+    picker,
+    s(
+      "svg",
+      { viewBox: `0 0 ${W} ${H}`, class: "chart history", role: "img", "aria-label": `workers per job over the last ${ordered.length} plans of ${state.chartNode}` },
+      s("text", { class: "tick", x: m.l - 6, y: y(most) + 4, "text-anchor": "end" }, most),
+      s("text", { class: "tick", x: m.l - 6, y: y(0) + 4, "text-anchor": "end" }, 0),
+      bars,
+      s("text", { class: "tick", x: m.l, y: H - 10 }, `#${first.plan_id} ${clock(first.created_at)}`),
+      s("text", { class: "tick", x: W - m.r, y: H - 10, "text-anchor": "end" }, `#${last.plan_id} ${clock(last.created_at)}`),
+    ),
+    h("p", { class: "legend" }, `${state.chartNode}: workers per job, one column per plan · `,
+      ids.map((id) => h("span", { class: "key" }, h("span", { class: "swatch", style: `background:${colour(id)}` }), id))),
+  );
+}
+
+// -- wiring ------------------------------------------------------------------------------------
+document.getElementById("every").textContent = EVERY_S;
+document.getElementById("older").addEventListener("click", () => {
+  state.historyLimit = Math.min(500, state.historyLimit + 30);
+  refresh();
+});
+window.addEventListener("hashchange", refresh);
+refresh();
+setInterval(refresh, EVERY_S * 1000);
