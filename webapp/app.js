@@ -85,7 +85,7 @@ async function refresh() {
 function renderStatus(health, model) {
   const which = model.version
     ? `model ${model.source} (@${model.alias})`
-    : h("span", { title: model.note }, `model: analytic fallback (${model.note || "no registered model"})`);
+    : h("span", { title: model.note || "no registered model", class: "fallback" }, "model: analytic fallback");
   document.getElementById("status").replaceChildren(
     `service ${health.version} · policy ${health.policy} · store ${health.store} · `,
     which,
