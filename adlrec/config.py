@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     # SQLAlchemy URL of the job store; empty means SQLite at data_dir/service.db.
     service_store_url: str = ""
     # Allocation policy the service runs (a name in adlrec.allocate.POLICIES).
-    service_policy: Literal["even", "fixed", "greedy", "maxmin", "optimal"] = "optimal"
+    service_policy: Literal["even", "fixed", "greedy", "maxmin", "optimal", "proportional"] = "optimal"
     # What the policy maximises: busy_gpus | throughput | weighted.
     service_objective: Literal["busy_gpus", "throughput", "weighted"] = "busy_gpus"
     # Hysteresis: a job's worker count changes only if that gains this share of its full-speed value.

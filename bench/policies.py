@@ -10,6 +10,7 @@ The workload (ours: the seed publishes none), fixed before any result was seen:
             node by the pipeline model (curves derived from measured profile parameters)
   replay    re-decide at arrivals, completions and every 60 s; resize 0.5 s; threshold 0.05;
             objective busy GPUs; contention model "all", main-cpu 1 (docs/simulate.md)
+`proportional` splits the cores by GPUs (Synergy's baseline); `optimal` against it is printed too.
 Each table also shows `bound`: the same trace with cores enough for every job to run at its peak,
 which no allocation of the real node can beat (the headroom over even).
 Then the same traces under other assumptions (fewer cores per GPU, the "busy" contention model, a
@@ -46,7 +47,7 @@ from adlrec.simulate.contention import saturation_workers
 from adlrec.simulate.curves import pipeline_params
 from adlrec.simulate.generate import trace_profiles
 
-ORDER = ["even", "fixed", "greedy", "maxmin", "optimal"]
+ORDER = ["even", "proportional", "fixed", "greedy", "maxmin", "optimal"]
 BETTER = {"throughput_vs_base_pct": max, "makespan_vs_base_pct": max, "mean_jct_s": min}
 
 
@@ -82,6 +83,19 @@ def headroom(per_seed) -> str:
             f"makespan {share(get, 'makespan_vs_base_pct')}"
         )
     return "share of the even-to-bound gap that optimal closes: " + "; ".join(parts)
+
+
+def versus(per_seed, policy: str = "optimal", base: str = "proportional") -> str:
+    """``policy`` against another baseline than even, per seed and on average."""
+    thr, mk = [], []
+    for rows in per_seed.values():
+        get = {r["policy"]: r for r in rows}
+        thr.append(100 * (get[policy]["aggregate_throughput"] / get[base]["aggregate_throughput"] - 1))
+        mk.append(100 * (1 - get[policy]["makespan_s"] / get[base]["makespan_s"]))
+    return (
+        f"{policy} vs {base}: throughput {statistics.mean(thr):+.1f}% ({min(thr):+.1f}..{max(thr):+.1f}), "
+        f"makespan {statistics.mean(mk):+.1f}% ({min(mk):+.1f}..{max(mk):+.1f})"
+    )
 
 
 def summary(title, per_seed):
@@ -153,6 +167,7 @@ def main() -> int:
     title = f"summary over seeds {args.seeds}: 8 GPUs, 32 cores (the workload above)"
     console.print(summary(title, main_runs))
     console.print(headroom(main_runs))
+    console.print(versus(main_runs))
     misses = optimal_is_best(main_runs)
     console.print(
         "optimal at least as good as every policy on every trace (throughput, makespan, mean JCT): "
@@ -171,6 +186,7 @@ def main() -> int:
         per_seed = run(args.seeds, args.jobs, files, catalog, n, cfg, **spec)
         console.print(summary(title, per_seed))
         console.print(headroom(per_seed))
+        console.print(versus(per_seed))
         misses = optimal_is_best(per_seed)
         console.print("optimal best on every trace: " + ("yes" if not misses else "no: " + "; ".join(misses)))
     return 0

@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from adlrec.allocate.common import InfeasibleRequest
-from adlrec.allocate.even import even
+from adlrec.allocate.even import even, proportional
 from adlrec.allocate.fixed import fixed
 from adlrec.allocate.greedy import greedy
 from adlrec.allocate.maxmin import maxmin
 from adlrec.allocate.optimal import optimal
 from adlrec.schemas import AllocationPlan, AllocationRequest
 
-__all__ = ["POLICIES", "InfeasibleRequest", "Policy", "even", "fixed", "greedy", "maxmin", "optimal"]
+__all__ = ["POLICIES", "InfeasibleRequest", "Policy", "even", "fixed", "greedy", "maxmin", "optimal", "proportional"]
 
 Policy = Callable[[AllocationRequest], AllocationPlan]
 
@@ -25,4 +25,5 @@ POLICIES: dict[str, Policy] = {
     "greedy": greedy,
     "maxmin": maxmin,
     "optimal": optimal,
+    "proportional": proportional,
 }

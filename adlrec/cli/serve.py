@@ -25,7 +25,11 @@ def add_commands(sub) -> None:
         help="bearer token that guards every write (prefer $ADLREC_SERVICE_TOKEN: flags show in `ps`)",
     )
     sv.add_argument("--store-url", default=None, help="SQLAlchemy URL of the job store (default: sqlite in data dir)")
-    sv.add_argument("--policy", default=None, help="allocation policy: even | fixed | greedy | maxmin | optimal")
+    sv.add_argument(
+        "--policy",
+        default=None,
+        help="allocation policy: even | proportional | fixed | greedy | maxmin | optimal (default optimal)",
+    )
     sv.add_argument("--interval", type=seconds, default=None, metavar="SECONDS", help="recompute period (30)")
     sv.add_argument("--ttl", type=seconds, default=None, metavar="SECONDS", help="expire silent jobs after (120)")
     store_args(sv)

@@ -11,7 +11,7 @@ from adlrec.errors import UsageError
 
 __all__ = ["add_commands"]
 
-SIM_POLICIES = "even,greedy,optimal,fixed,maxmin"
+SIM_POLICIES = "even,proportional,greedy,optimal,fixed,maxmin"
 
 
 def add_commands(sub) -> None:

@@ -38,7 +38,7 @@ def test_simulate_prints_the_comparison(trace, profiles, capsys):
     assert main(["simulate", str(trace), "--profiles", str(profiles), *NODE, "--interval", "30"]) == 0
     out = capsys.readouterr().out
     assert "throughput vs even" in out and "makespan vs even" in out and "decisions/s" in out
-    for policy in ("even", "greedy", "optimal", "fixed", "maxmin"):
+    for policy in ("even", "proportional", "greedy", "optimal", "fixed", "maxmin"):
         assert f"│ {policy}" in out
     assert "8 jobs" in out and "curves derived from measured profile parameters" in out
 

@@ -33,3 +33,12 @@ def test_invalid_values_are_rejected(monkeypatch):
     monkeypatch.setenv("ADLREC_RSE_TARGET", "2")
     with pytest.raises(ValidationError):
         load_settings()
+
+
+def test_the_service_accepts_every_policy_there_is_and_no_other():
+    from typing import get_args
+
+    from adlrec.allocate import POLICIES
+    from adlrec.config import Settings
+
+    assert set(get_args(Settings.model_fields["service_policy"].annotation)) == set(POLICIES)

@@ -1,9 +1,9 @@
-"""``even`` is what it says: the worker cores split evenly, deterministically, within bounds."""
+"""``even`` and ``proportional`` are what they say: the worker cores split evenly (per job, per GPU), deterministically, within bounds."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adlrec.allocate import even
+from adlrec.allocate import even, proportional
 from adlrec.schemas import AllocationRequest, JobDemand
 
 
@@ -43,3 +43,33 @@ def test_a_job_whose_worker_does_not_fit_memory_is_skipped():
     b = JobDemand("b", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=100)
     plan = even(AllocationRequest(cores=8, memory_mb=600, jobs=(a, b)))
     assert plan.workers == {"a": 1, "b": 1}  # a second worker for a would need 1000 + 100 MB
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=6), st.integers(0, 12))
+def test_proportional_gives_the_same_workers_per_gpu(gpus, per_gpu):
+    jobs = tuple(JobDemand(f"j{i}", tuple(float(w) for w in range(60)), gpus=g) for i, g in enumerate(gpus))
+    plan = proportional(AllocationRequest(cores=per_gpu * sum(gpus) + len(jobs), memory_mb=0, jobs=jobs))
+    assert [plan.workers[j.job_id] for j in jobs] == [per_gpu * g for g in gpus]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 8)), min_size=1, max_size=6),
+    st.integers(0, 30),
+)
+def test_proportional_is_water_filling_by_workers_per_gpu(specs, extra):
+    jobs = tuple(
+        JobDemand(f"j{i}", tuple(float(w) for w in range(lo + span + 1)), gpus=g, min_workers=lo, max_workers=lo + span)
+        for i, (g, lo, span) in enumerate(specs)
+    )
+    budget = sum(j.min_workers for j in jobs) + extra
+    plan = proportional(AllocationRequest(cores=budget + len(jobs), memory_mb=0, jobs=jobs))
+    w = [plan.workers[j.job_id] for j in jobs]
+    assert sum(w) == min(budget, sum(j.hi for j in jobs))
+    per = [max(1, j.gpus) for j in jobs]
+    for i, a in enumerate(jobs):
+        for k, b in enumerate(jobs):
+            # k's last core went to it while its share was the lowest, so i is not below it unless capped
+            if w[k] > b.min_workers and w[i] * per[k] < (w[k] - 1) * per[i]:
+                assert w[i] == a.hi

@@ -25,7 +25,7 @@ def test_optimal_equals_brute_force(request):
 @given(requests())
 def test_optimal_is_never_below_another_budgeted_policy(request):
     best = net(optimal(request))
-    for name in ("even", "greedy", "maxmin"):
+    for name in ("even", "proportional", "greedy", "maxmin"):
         assert best >= net(POLICIES[name](request)) - 1e-9, name
 
 
