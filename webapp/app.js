@@ -55,9 +55,11 @@ async function refresh() {
       get("health"),
       get("model"),
       get("nodes"),
-      get("jobs"),
+      get("jobs?status=active"), // ended jobs stay reachable by id (their page), not listed forever
       get(`plans?limit=${state.historyLimit}`),
     ]);
+    const picked = selectedJob();
+    const job = picked ? await get(`jobs/${encodeURIComponent(picked)}`) : null;
     const plans = await Promise.all(
       nodes.map((n) => (n.plan_id ? get(`nodes/${encodeURIComponent(n.name)}/plan`) : null)),
     );
@@ -69,7 +71,7 @@ async function refresh() {
       : { plans: [] };
     renderStatus(health, model);
     renderNodes(nodes, plans, jobs);
-    renderJob(jobs, plans);
+    renderJob(picked, job, plans);
     renderHistory(page, nodeHistory.plans, nodes);
     state.lastOk = Date.now();
     document.getElementById("error").hidden = true;
@@ -102,9 +104,7 @@ function renderNodes(nodes, plans, jobs) {
   list.replaceChildren(...nodes.map((node, i) => nodeCard(node, plans[i], jobs.filter((j) => j.node === node.name))));
 }
 
-function nodeCard(node, plan, jobs) {
-  const active = jobs.filter((j) => j.status === "active");
-  const ended = jobs.filter((j) => j.status !== "active");
+function nodeCard(node, plan, active) {
   const planText = plan
     ? `plan #${plan.plan_id} by ${plan.policy} at ${clock(plan.created_at)}`
     : "no plan yet";
@@ -119,9 +119,6 @@ function nodeCard(node, plan, jobs) {
     ),
     plan ? coreBar(node, plan, active) : null,
     active.length ? jobTable(active, plan) : h("p", { class: "empty" }, "no active job"),
-    ended.length
-      ? h("p", { class: "ended" }, "ended: ", ended.map((j, i) => [i ? ", " : "", jobLink(j.job_id), ` (${j.status})`]))
-      : null,
   );
 }
 
@@ -169,15 +166,13 @@ function jobTable(jobs, plan) {
   return h("table", { class: "jobs" }, h("thead", {}, h("tr", {}, head.map((c) => h("th", { class: numeric(c) ? "n" : null }, c)))), h("tbody", {}, rows));
 }
 
-function renderJob(jobs, plans) {
-  const id = selectedJob();
+function renderJob(id, job, plans) {
   const section = document.getElementById("job");
   if (!id) {
     section.hidden = true;
     return;
   }
   section.hidden = false;
-  const job = jobs.find((j) => j.job_id === id);
   document.getElementById("job-title").textContent = `Job ${id}`;
   const detail = document.getElementById("job-detail");
   if (!job) {

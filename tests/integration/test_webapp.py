@@ -159,7 +159,8 @@ def test_nodes_show_the_plan_its_reasons_and_follow_changes(service, browser):
     (second,) = recompute(http)
     wait_for(browser, lambda d: set(rows(d)) == {"resnet", "audio"}, "the new job and not the finished one")
     wait_for(browser, lambda d: {k: v["workers"] for k, v in rows(d).items()} == second["workers"], "the new plan")
-    assert text(browser, "article[data-node='gpu-a'] .ended") == "ended: bert (finished)"
+    browser.get(f"{srv.url}/ui/?refresh=1#job/bert")  # an ended job keeps its page
+    wait_for(browser, lambda d: "finished" in (text(d, "#job-detail .meta") or ""), "the finished job's page")
     wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 2, "both plans in the history")
     assert texts(browser, "#history-table tr[data-plan]", "data-plan") == [str(second["plan_id"]), str(plan["plan_id"])]
     columns = texts(browser, "#history-chart svg rect")
