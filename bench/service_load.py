@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import socket
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 TOKEN = "bench-token"
 
@@ -71,72 +73,175 @@ def curve(rng: random.Random, n: int = 17) -> list[float]:
     return [top * min(1.0, (w + 0.3) / (peak_w + 0.3)) * (1 - 0.01 * max(0, w - peak_w)) for w in range(n)]
 
 
-async def run(url: str, jobs: int, seconds: float, nodes: int, seed: int) -> dict:
+class _Socket(asyncio.Protocol):
+    """One TCP connection's bytes in, one response at a time out (responses carry Content-Length)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+        self.waiter: asyncio.Future | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0 or self.waiter is None:
+            return
+        head = self.buf[:end].decode("latin-1").split("\r\n")
+        length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), None)
+        if length is None:
+            self._fail(RuntimeError(f"no Content-Length in {head[0]!r}"))
+            return
+        if len(self.buf) < end + 4 + length:
+            return
+        body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
+        if not self.waiter.done():  # not given up on (timed out) meanwhile
+            self.waiter.set_result((int(head[0].split()[1]), body))
+        self.waiter = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._fail(ConnectionError(f"connection closed ({exc})"))
+
+    def _fail(self, exc: Exception) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc)
+
+
+class Connection:
+    """A keep-alive HTTP/1.1 client connection, one request at a time: a lean client, so that on a
+    small machine the load generator leaves the cores to the service (httpx's async client costs
+    several times more CPU per request)."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.hostport = url.split("://", 1)[1].rstrip("/")
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.head = f"Host: {self.hostport}\r\nContent-Type: application/json\r\n{extra}"
+        self.sock: _Socket | None = None
+        self.used = 0.0  # when it last sent a request (loop time)
+
+    @classmethod
+    async def open(cls, url: str, headers: dict[str, str]) -> Connection:
+        conn = cls(url, headers)
+        await conn.connect()
+        return conn
+
+    async def connect(self) -> None:
+        self.close()
+        host, port = self.hostport.rsplit(":", 1)
+        _, self.sock = await asyncio.get_running_loop().create_connection(_Socket, host, int(port))
+
+    async def request(self, method: str, path: str, body: object = None, timeout: float = 10) -> tuple[int, bytes]:
+        now = asyncio.get_running_loop().time()
+        s = self.sock
+        if s is None or s.transport is None or s.transport.is_closing() or now - self.used > 4.0:
+            await self.connect()  # like any keep-alive pool: never reuse one the server may be closing (5 s)
+            s = self.sock
+        self.used = now
+        data = b"" if body is None else json.dumps(body).encode()
+        s.waiter = asyncio.get_running_loop().create_future()
+        s.transport.write(f"{method} {path} HTTP/1.1\r\n{self.head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        return await asyncio.wait_for(s.waiter, timeout)
+
+    def close(self) -> None:
+        if self.sock is not None and self.sock.transport is not None:
+            self.sock.transport.close()
+        self.sock = None
+
+
+async def run(
+    url: str, jobs: int, seconds: float, nodes: int, seed: int, server_pid: int | None, recompute_s: float = 5.0
+) -> dict:
     rng = random.Random(seed)
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=10, limits=limits) as http:
-        for n in range(nodes):
-            r = await http.put(f"/nodes/node-{n}", json={"cores": 64, "memory_mb": 256_000})
-            r.raise_for_status()
-        ids = [f"job-{i}" for i in range(jobs)]
-        sem = asyncio.Semaphore(32)
+    admin = await Connection.open(url, headers)
+    for n in range(nodes):
+        status, text = await admin.request("PUT", f"/nodes/node-{n}", {"cores": 256, "memory_mb": 1_024_000})
+        assert status == 200, text
+    ids = [f"job-{i}" for i in range(jobs)]
+    conns = [await Connection.open(url, headers) for _ in ids]  # one keep-alive connection per job, like real jobs
+    sem = asyncio.Semaphore(32)
 
-        async def register(i: int, job_id: str) -> None:
-            async with sem:
-                body = {"job_id": job_id, "node": f"node-{i % nodes}", "curve": curve(rng), "requested_workers": 4}
-                (await http.post("/jobs", json=body)).raise_for_status()
+    async def register(i: int) -> None:
+        async with sem:
+            body = {"job_id": ids[i], "node": f"node-{i % nodes}", "curve": curve(rng), "requested_workers": 4}
+            status, text = await conns[i].request("POST", "/jobs", body, timeout=60)
+            assert status in (200, 201), text
 
-        await asyncio.gather(*(register(i, j) for i, j in enumerate(ids)))
+    t0 = time.perf_counter()
+    await asyncio.gather(*(register(i) for i in range(jobs)))
+    print(f"registered {jobs} jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
-        latencies: list[float] = []
-        errors: dict[str, int] = {}
-        recomputes: list[float] = []
-        start = time.perf_counter()
-        end = start + seconds
+    latencies: list[float] = []
+    late: list[float] = []  # how far behind its schedule each heartbeat was sent
+    errors: dict[str, int] = {}
+    recomputes: list[float] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 1.0
+    end = start + seconds
 
-        async def job_loop(job_id: str) -> None:
-            workers = 4
-            await asyncio.sleep(rng.random())
-            while time.perf_counter() < end:
-                t0 = time.perf_counter()
-                body = {"throughput": rng.uniform(50, 500), "workers": workers, "data_wait": rng.random() * 0.5}
-                try:
-                    r = await http.post(f"/jobs/{job_id}/heartbeat", json=body)
-                    if r.status_code == 200:
-                        workers = r.json()["workers"]
-                    else:
-                        errors[str(r.status_code)] = errors.get(str(r.status_code), 0) + 1
-                except httpx.HTTPError as exc:
-                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
-                dt = time.perf_counter() - t0
-                latencies.append(dt)
-                await asyncio.sleep(max(0.0, 1.0 - dt))
+    async def job_loop(i: int) -> None:
+        workers = 4
+        due = start + rng.random()  # each job beats once a second, at its own phase
+        while due < end:
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            body = {"throughput": rng.uniform(50, 500), "workers": workers, "data_wait": rng.random() * 0.5}
+            t0 = time.perf_counter()
+            late.append(max(0.0, loop.time() - due))
+            try:
+                status, text = await conns[i].request("POST", f"/jobs/{ids[i]}/heartbeat", body)
+                if status == 200:
+                    workers = json.loads(text)["workers"]
+                else:
+                    errors[str(status)] = errors.get(str(status), 0) + 1
+            except (OSError, asyncio.TimeoutError, RuntimeError) as exc:
+                key = f"{type(exc).__name__}: {str(exc)[:60]}"
+                errors[key] = errors.get(key, 0) + 1
+                conns[i].close()
+            latencies.append(time.perf_counter() - t0)
+            due = max(due + 1.0, loop.time())  # a slow answer delays the next beat, never doubles it up
 
-        async def recompute_loop() -> None:
-            while time.perf_counter() < end:
-                await asyncio.sleep(5)
-                t0 = time.perf_counter()
-                r = await http.post("/plans/recompute")
-                if r.status_code == 200:
-                    recomputes.append(time.perf_counter() - t0)
+    async def recompute_loop() -> None:
+        while recompute_s > 0 and loop.time() + recompute_s < end:
+            await asyncio.sleep(recompute_s)
+            t0 = time.perf_counter()
+            status, _ = await admin.request("POST", "/plans/recompute", timeout=60)
+            if status == 200:
+                recomputes.append(time.perf_counter() - t0)
 
-        await asyncio.gather(recompute_loop(), *(job_loop(j) for j in ids))
-        elapsed = time.perf_counter() - start
-        metrics = (await http.get("/metrics")).text
+    await asyncio.sleep(max(0.0, start - loop.time()))
+    server = psutil.Process(server_pid) if server_pid else None
+    cpu0, server0 = time.process_time(), server.cpu_times() if server else None
+    await asyncio.gather(recompute_loop(), *(job_loop(i) for i in range(jobs)))
+    elapsed = loop.time() - start
+    cpu = time.process_time() - cpu0
+    server_cpu = float("nan")
+    if server is not None:
+        t = server.cpu_times()
+        server_cpu = (t.user + t.system) - (server0.user + server0.system)
+    _, metrics_raw = await admin.request("GET", "/metrics")
+    for c in [admin, *conns]:
+        c.close()
+    metrics = metrics_raw.decode()
     last = next((ln.split()[-1] for ln in metrics.splitlines() if ln.startswith("adlrec_recompute_seconds_last")), "")
     buckets = []
     for ln in metrics.splitlines():
-        if ln.startswith("adlrec_http_request_seconds_bucket"):
+        if ln.startswith('adlrec_http_request_seconds_bucket{route="/jobs/{job_id}/heartbeat"'):
             le = ln.split('le="')[1].split('"')[0]
             buckets.append((float("inf") if le == "+Inf" else float(le), int(ln.split()[-1])))
     return {
         "buckets": buckets,
         "latencies": latencies,
+        "late": late,
         "errors": errors,
         "elapsed": elapsed,
+        "client_cpu_s": cpu,
+        "server_cpu_s": server_cpu,
         "recomputes": recomputes,
         "server_recompute_s": float(last) if last else float("nan"),
+        "metrics": metrics,
     }
 
 
@@ -157,6 +262,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--nodes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--recompute-s", type=float, default=5.0, help="request a recompute this often (0: never)")
     ap.add_argument("--url", default=None, help="an already running service (default: start one)")
     ap.add_argument("--token", default=None, help="its token (with --url)")
     ap.add_argument("--no-live-runs", action="store_true", help="start the service without per-job MLflow runs")
@@ -172,33 +278,45 @@ def main() -> int:
             url, TOKEN = args.url.rstrip("/"), args.token or ""
         try:
             wait_healthy(url, proc)
-            out = asyncio.run(run(url, args.jobs, args.seconds, args.nodes, args.seed))
+            out = asyncio.run(
+                run(url, args.jobs, args.seconds, args.nodes, args.seed, proc.pid if proc else None, args.recompute_s)
+            )
         finally:
             if proc is not None:
                 proc.terminate()
                 try:
-                    proc.wait(timeout=120)  # it flushes buffered live metrics to MLflow before exiting
+                    proc.wait(timeout=300)  # it flushes buffered live metrics to MLflow before exiting
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    lat = out["latencies"]
+    lat, el = out["latencies"], out["elapsed"]
     n = len(lat)
+    m = {ln.split()[0]: float(ln.split()[-1]) for ln in out["metrics"].splitlines() if ln and not ln.startswith("#")}
     print(f"service load: {args.jobs} jobs on {args.nodes} nodes, one heartbeat per job per second, {args.seconds:g} s")
     print(f"machine: {os.cpu_count()} logical cores (load generator and service share them)")
     if args.url is None:
         print(f"live runs in MLflow: {'off' if args.no_live_runs else 'on'}")
-    print(f"{'heartbeats':<28}{n:>12,}")
-    print(f"{'requests/s':<28}{n / out['elapsed']:>12,.1f}")
-    print(f"{'latency p50 (ms)':<28}{1000 * pct(lat, 0.50):>12.1f}")
-    print(f"{'latency p99 (ms)':<28}{1000 * pct(lat, 0.99):>12.1f}")
-    print(f"{'latency max (ms)':<28}{1000 * max(lat, default=float('nan')):>12.1f}")
+    print(f"{'heartbeats':<30}{n:>12,}")
+    print(f"{'requests/s (offered)':<30}{n / el:>12,.1f}  ({args.jobs:,})")
+    print(f"{'latency p50 (ms)':<30}{1000 * pct(lat, 0.50):>12.2f}")
+    print(f"{'latency p99 (ms)':<30}{1000 * pct(lat, 0.99):>12.2f}")
+    print(f"{'latency max (ms)':<30}{1000 * max(lat, default=float('nan')):>12.2f}")
+    print(f"{'sent late p99 (ms)':<30}{1000 * pct(out['late'], 0.99):>12.2f}  behind each job's schedule")
     b = out["buckets"]
-    print(f"{'server p50 / p99 (ms, <=)':<28}{1000 * bucket_pct(b, 0.5):>12g} / {1000 * bucket_pct(b, 0.99):g}")
-    print(f"{'errors':<28}{sum(out['errors'].values()):>12}  {out['errors'] or ''}")
+    print(f"{'server p50 / p99 (ms, <=)':<30}{1000 * bucket_pct(b, 0.5):>12g} / {1000 * bucket_pct(b, 0.99):g}")
+    print(f"{'errors':<30}{sum(out['errors'].values()):>12}  {out['errors'] or ''}")
+    print(f"{'CPU, load generator (cores)':<30}{out['client_cpu_s'] / el:>12.2f}")
+    if args.url is None:
+        print(f"{'CPU, service (cores)':<30}{out['server_cpu_s'] / el:>12.2f}")
     rc = out["recomputes"]
     if rc:
-        print(f"{'recompute, HTTP (ms)':<28}{1000 * statistics.median(rc):>12.1f}  median of {len(rc)}")
-    print(f"{'recompute, server (ms)':<28}{1000 * out['server_recompute_s']:>12.1f}  last one")
+        print(f"{'recompute, HTTP (ms)':<30}{1000 * statistics.median(rc):>12.1f}  median of {len(rc)}")
+    print(f"{'recompute, server (ms)':<30}{1000 * out['server_recompute_s']:>12.1f}  last one")
+    flushes = m.get("adlrec_store_flushes_total", 0)
+    print(
+        f"{'store flushes':<30}{flushes:>12,.0f}  last {1000 * m.get('adlrec_store_flush_seconds_last', 0):.1f} ms, "
+        f"{m.get('adlrec_store_flush_failures_total', 0):.0f} failed"
+    )
     return 0
 
 

@@ -22,28 +22,46 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from adlrec.loader.order import EpochSampler, batches_of, draw_seed
-from adlrec.loader.segment import BatchRange, Segment, shutdown
-from adlrec.loader.workers import WorkerSetup
+from adlrec.loader.pacing import ForkPacer, paced
+from adlrec.loader.segment import BatchRange, InnerLoader, Segment, shutdown
+from adlrec.loader.workers import WorkerGate, WorkerSetup
 
-__all__ = ["EpochIterator", "ResizableLoader", "handover_batches"]
+__all__ = ["EpochIterator", "ResizableLoader", "handover_batches", "warmup_leads"]
 
 STATE_VERSION = 1
 
 
 def handover_batches(
-    start_method: str, workers: int, batch_interval_s: float | None, start_s: float | None = None
+    start_method: str,
+    workers: int,
+    batch_interval_s: float | None,
+    start_s: float | None = None,
+    old_workers: int = 0,
 ) -> int:
-    """Batches the old pool keeps serving after a resize while ``workers`` new ones start.
+    """Batches the loop takes from the old pool after a resize, while ``workers`` new ones start and warm up.
 
-    ``start_s``: how long starting such a pool took here (measured); without it, estimates from
-    DESIGN.md: a forked pool serves its first batches 30-85 ms after ``iter()`` for 1-4 workers, a
-    spawned or forkserver one 1-4.6 s.  One batch more covers the new workers' first batch.
+    The new pool must first start: ``start_s``, how long starting such a pool took here (measured);
+    without it, the typical times measured on this project's machines, 30-85 ms for 1-4 forked workers
+    and 1-4.6 s spawned or forkserver, and at least one batch per worker, as a pool started in a
+    thread forks one worker per batch.  Then its workers' gates open one per batch, the first
+    :func:`warmup_leads` batches before the switch.
     """
     if workers == 0 or batch_interval_s is None or batch_interval_s <= 0:
         return 0
     if start_s is None:
         start_s = 0.015 + 0.02 * workers if start_method == "fork" else 1.0 + 1.0 * workers
-    return math.ceil(start_s / batch_interval_s) + 1
+    # forked in a thread one per batch (see pacing.py), so never in fewer than ``workers`` batches
+    return math.ceil(max(workers, start_s / batch_interval_s)) + warmup_leads(workers, old_workers)[0]
+
+
+def warmup_leads(workers: int, old_workers: int) -> tuple[int, ...]:
+    """For each new worker, how many batches before the switch its gate opens.
+
+    A pool of ``n`` workers in steady state starts each batch about ``n`` batch times before the loop
+    takes it, worker ``i``'s first batch being the ``i``-th after the switch; the old pool's
+    ``old_workers`` still share the cores meanwhile, so each lead is that much longer.
+    """
+    return tuple(workers - i + old_workers for i in range(workers))
 
 
 class EpochIterator:
@@ -100,9 +118,9 @@ class ResizableLoader:
     epoch left unfinished.  Iterate from one thread; another thread may call :meth:`request_resize`.
 
     ``cores``: pin every worker to these cores (Linux ``sched_setaffinity``; a no-op elsewhere).
-    ``handover``: batches the old pool serves after a resize before the new one takes over; ``None``
-    estimates it from how long such a pool took to start (measured, else the start method's typical
-    time) and the measured batch interval.  ``background_start``: start a resize's new pool in a
+    ``handover``: batches beyond those in flight that the old pool serves after a resize; ``None``
+    estimates where to switch from how long such a pool took to start (measured, else the start
+    method's typical time), its warm-up (:func:`warmup_leads`) and the measured batch interval.  ``background_start``: start a resize's new pool in a
     thread, so the loop keeps taking the old pool's batches meanwhile (forking from a thread; False
     starts it inside ``resize``, which then blocks for the pool's start).
     ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
@@ -227,6 +245,7 @@ class ResizableLoader:
         segments = self._pools.segments
         while segments:
             seg = segments[0]
+            seg.open_all()  # the serving pool: all its workers (a resize's, once the switch is here)
             try:
                 if seg.it is None:
                     seg.wait_started()
@@ -245,6 +264,8 @@ class ResizableLoader:
             self._serving = seg.workers
             if seg.start + seg.served >= seg.stop:
                 self._retire(segments.pop(0))
+            for pending in segments:
+                pending.advance(self._consumed)
             self._tick()
             return batch
         self._end_epoch()
@@ -266,8 +287,11 @@ class ResizableLoader:
         if start < len(batches):
             self._pools.segments.append(self._open(start, self._workers, background=False))
 
-    def _open(self, start: int, workers: int, background: bool) -> Segment:
-        """A segment serving batches ``[start, end of epoch)`` with ``workers`` workers, started or starting."""
+    def _open(self, start: int, workers: int, background: bool, opens: tuple[int, ...] = ()) -> Segment:
+        """A segment serving batches ``[start, end of epoch)`` with ``workers`` workers, started or starting.
+
+        ``opens``: a resize's new pool, whose workers are held until the loop has had that many batches.
+        """
         assert self._batches is not None
         pools = self._pools
         kept, pools.kept = pools.kept, None
@@ -278,27 +302,46 @@ class ResizableLoader:
             if kept is not None:
                 shutdown(kept)
             rng = BatchRange()
-            seg = Segment(start, workers, rng, self._inner(rng, start, workers))
+            gate = pacer = context = None
+            if opens and workers > 0:
+                gate = WorkerGate(workers, self._context())
+                if background:  # paced by the loop's thread, so never when starting inside it
+                    pacer = ForkPacer()
+                    context = paced(self._context(), pacer)
+                    pacer = pacer if context is not None else None
+            inner = self._inner(rng, start, workers, gate, context)
+            seg = Segment(start, workers, rng, inner, pacer=pacer, gate=gate, opens=opens)
         seg.range.configure(self._batches, start, len(self._batches))
         seg.launch(background and workers > 0)
         return seg
 
-    def _inner(self, rng: BatchRange, start: int, workers: int) -> DataLoader[Any]:
+    def _context(self) -> BaseContext:
+        ctx = self.multiprocessing_context
+        return ctx if ctx is not None else multiprocessing.get_context()
+
+    def _inner(
+        self,
+        rng: BatchRange,
+        start: int,
+        workers: int,
+        gate: WorkerGate | None = None,
+        context: BaseContext | None = None,
+    ) -> DataLoader[Any]:
         seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
         kw: dict[str, Any] = {}
         if self.collate_fn is not None:
             kw["collate_fn"] = self.collate_fn
         if workers > 0:
             kw |= dict(
-                worker_init_fn=WorkerSetup(self.cores, self.worker_init_fn),
-                multiprocessing_context=self.multiprocessing_context,
+                worker_init_fn=WorkerSetup(self.cores, self.worker_init_fn, gate),
+                multiprocessing_context=context or self.multiprocessing_context,
                 prefetch_factor=self.prefetch_factor,
                 # Always persistent inside: the loader, not the iterator's exhaustion, decides when a
                 # pool stops, so a drained pool can be shut down off the training loop's path.
                 persistent_workers=True,
                 timeout=self.timeout,
             )
-        return DataLoader(
+        return InnerLoader(
             self.dataset,
             batch_sampler=rng,
             num_workers=workers,
@@ -344,7 +387,8 @@ class ResizableLoader:
         """Continue the epoch with ``num_workers`` workers from the next batch; ``cores`` re-pins new pools.
 
         Call it from the thread that iterates, between batches.  With no live epoch it sets the count
-        for the next one.  The new pool starts now; the old one serves the batches it already has in
+        for the next one.  The new pool starts now in a thread (with fork, one worker per batch the loop
+        takes) and its workers wait for their turn; the old one serves the batches it already has in
         flight (plus the handover) and is shut down once drained.
         """
         if num_workers < 0:
@@ -355,19 +399,22 @@ class ResizableLoader:
         segments = self._pools.segments
         if self._batches is None or not segments or segments[-1].workers == num_workers:
             return
-        last = segments[-1]
-        extra = (
-            self.handover
-            if self.handover is not None
-            else handover_batches(self.start_method, num_workers, self._interval, self._start_s.get(num_workers))
-        )
-        stop = last.stop
-        at = last.range.cut(extra=extra if num_workers > 0 else 0)
+        last, stop = segments[-1], segments[-1].stop
+        if self.handover is not None:
+            at = last.range.cut(extra=self.handover if num_workers > 0 else 0)
+        else:
+            ahead = handover_batches(
+                self.start_method, num_workers, self._interval, self._start_s.get(num_workers), last.workers
+            )
+            at = last.range.cut(at=self._consumed + ahead)  # never below what the old pool already holds
         if at >= stop:
             return  # the old pool already holds the rest of the epoch; the next epoch uses the new count
         if last.start + last.served >= last.stop:
             self._retire(segments.pop())
-        segments.append(self._open(at, num_workers, background=self.background_start))
+        opens = tuple(at - lead for lead in warmup_leads(num_workers, last.workers))
+        seg = self._open(at, num_workers, background=self.background_start, opens=opens)
+        seg.advance(self._consumed, fork=False)  # its first fork comes with the next batch
+        segments.append(seg)
 
     def request_resize(self, num_workers: int) -> None:
         """Thread-safe: apply ``resize(num_workers)`` at the next batch the loop asks for."""

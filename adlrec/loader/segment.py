@@ -10,7 +10,22 @@ from typing import Any
 
 from torch.utils.data import DataLoader, Sampler
 
-__all__ = ["BatchRange", "Segment", "shutdown"]
+from adlrec.loader.pacing import ForkPacer
+from adlrec.loader.workers import WorkerGate
+
+__all__ = ["BatchRange", "InnerLoader", "Segment", "shutdown"]
+
+
+class InnerLoader(DataLoader):
+    """The ``DataLoader`` serving one segment, without torch's warning against more workers than cores.
+
+    The worker count is the allocation service's decision, made knowing the cores; torch's advice
+    (issued at construction and at every ``iter()``) is noise here, as it is in a profiling sweep.
+    Overriding the check, rather than filtering warnings, is safe from the thread that starts a pool.
+    """
+
+    def check_worker_number_rationality(self) -> None:
+        return None
 
 
 class BatchRange(Sampler[list[int]]):
@@ -65,6 +80,29 @@ class Segment:
     starter: threading.Thread | None = None  # starting the pool off the training loop's thread
     start_error: BaseException | None = None
     start_s: float | None = None  # how long starting the pool took
+    # A resize's new pool: forked one worker per batch the loop takes, each worker held after its
+    # setup until its turn.
+    pacer: ForkPacer | None = None
+    gate: WorkerGate | None = None
+    opens: tuple[int, ...] = ()  # batches the loop has had when each worker's gate opens (absolute)
+
+    def advance(self, consumed: int, fork: bool = True) -> None:
+        """The loop has had ``consumed`` batches: one more fork (if ``fork``), and open the gates whose turn
+        has come.  The loop grants a fork as it takes a batch, so that the fork overlaps its step rather
+        than its wait for the next batch."""
+        if self.pacer is not None and fork:
+            self.pacer.allow()
+        if self.gate is not None:
+            for worker, at in enumerate(self.opens):
+                if consumed >= at:
+                    self.gate.open(worker)
+
+    def open_all(self) -> None:
+        """Let every worker start and work (the switch is here, or the pool is being stopped)."""
+        if self.pacer is not None:
+            self.pacer.allow_all()
+        if self.gate is not None:
+            self.gate.open_all()
 
     def launch(self, background: bool) -> None:
         """Create the inner iterator, which starts the workers; in a named daemon thread if ``background``."""
@@ -80,7 +118,7 @@ class Segment:
             self.it = iter(self.loader)
         except BaseException as exc:  # re-raised in the loop's thread by wait_started
             self.start_error = exc
-        self.start_s = time.perf_counter() - t
+        self.start_s = time.perf_counter() - t - (self.pacer.waited_s if self.pacer is not None else 0.0)
 
     def wait_started(self) -> None:
         if self.starter is not None:
@@ -98,8 +136,10 @@ def shutdown(seg: Segment) -> None:
     """Stop ``seg``'s workers now and join them; idempotent.
 
     Uses torch's ``_shutdown_workers`` (what the iterator's ``__del__`` and exhaustion call) so that
-    no pool's life depends on when the garbage collector runs.
+    no pool's life depends on when the garbage collector runs.  Held workers are let go first, or
+    torch would wait its 5 s join timeout for each of them.
     """
+    seg.open_all()
     if seg.starter is not None:
         seg.starter.join()
         seg.starter = None

@@ -71,12 +71,13 @@ def worker_init(worker_id: int) -> None:
 
 
 class _Tree:
-    def __init__(self) -> None:
+    def __init__(self, exclude: frozenset[int] = frozenset()) -> None:
         self.main = psutil.Process()
         self.cores = psutil.cpu_count(logical=True) or 1
+        self.exclude = exclude  # children that are not the loader's (started before it, by someone else)
 
     def workers(self) -> list[psutil.Process]:
-        return self.main.children(recursive=True)
+        return [p for p in self.main.children(recursive=True) if p.pid not in self.exclude]
 
     def cpu_seconds(self, procs: list[psutil.Process]) -> float:
         total = _cpu(self.main)
@@ -118,9 +119,13 @@ def measure(
     warmup_batches: int,
     clock: Callable[[], float] = time.perf_counter,
     what: str = "the dataset",
+    exclude: frozenset[int] = frozenset(),
 ) -> Measurement:
-    """Run ``step`` over ``batches`` until the rate is stable or ``budget_s`` of window is spent."""
-    tree = _Tree()
+    """Run ``step`` over ``batches`` until the rate is stable or ``budget_s`` of window is spent.
+
+    ``exclude``: pids of child processes that are not loader workers (their CPU and memory are not counted).
+    """
+    tree = _Tree(exclude)
     durations: list[float] = []
     waits: list[float] = []
     start = None  # index where the window starts

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+import psutil
+
 from adlrec.config import Settings
 from adlrec.errors import JobContractError
 from adlrec.job import Job
@@ -58,6 +60,8 @@ class JobBench:
         self.job, self.device, self.settings = job, device, settings
         self.dataset = job.dataset()
         self.step = make_step(job, device)
+        # processes this one had before any loader (a service's writer, a test's helpers) are not workers
+        self._foreign = frozenset(p.pid for p in psutil.Process().children(recursive=True))
 
     def fetch(self) -> FetchCost:
         files = self.job.files(self.dataset)
@@ -91,6 +95,7 @@ class JobBench:
             warmup_s=s.warmup_s,
             warmup_batches=warmup_batches,
             what=f"{self.job.path.name}: the dataset",
+            exclude=self._foreign,
         )
 
     def _loader(self, workers: int):

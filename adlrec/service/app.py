@@ -22,12 +22,14 @@ from adlrec import __version__
 from adlrec.config import Settings
 from adlrec.predict.features import ProbeError
 from adlrec.service.deps import ClientError, Parts
+from adlrec.service.flusher import WriteBehind
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
 from adlrec.service.records import NodeInfo
 from adlrec.service.routes import health, jobs, model, nodes, plans
 from adlrec.service.scheduler import RecomputeConfig, Recomputer
+from adlrec.service.state import JobState
 from adlrec.service.store import JobNotActive, JobStore, StoreError, UnknownJob, UnknownNode
 from adlrec.service.ui import mount_ui
 
@@ -43,19 +45,27 @@ def create_app(
     clock: Callable[[], float] = time.time,
     predictor: Predictor | None = None,
     start_scheduler: bool = True,
+    flush_s: float = 1.0,
 ) -> FastAPI:
     """The service.  ``store``: a JobStore to use (default: one on ``settings.resolved_store_url``,
     closed at shutdown); ``clock``: seconds since the epoch, for timestamps and TTLs;
-    ``start_scheduler=False`` leaves recomputes to ``POST /plans/recompute``."""
+    ``start_scheduler=False`` leaves recomputes to ``POST /plans/recompute``; ``flush_s``: how often
+    buffered heartbeats are written to the store (at most what a crash loses)."""
     own_store = store is None
     store = store or JobStore(settings.resolved_store_url, clock=clock, measure_alpha=settings.service_measure_alpha)
     predictor = predictor or Predictor(
         settings.resolved_tracking_uri, settings.artifact_root, alias=settings.service_model_alias
     )
     metrics = Metrics()
-    live = LiveLog(settings.resolved_tracking_uri, settings.artifact_root) if settings.service_live_runs else None
+    live = (
+        LiveLog(settings.resolved_tracking_uri, settings.artifact_root, period_s=settings.service_interval_s)
+        if settings.service_live_runs
+        else None
+    )
+    state = JobState(store, clock, settings.service_measure_alpha)
+    writer = WriteBehind(state, metrics, live, every_s=flush_s)
     recomputer = Recomputer(
-        store,
+        state,
         predictor,
         RecomputeConfig(
             policy=settings.service_policy,
@@ -71,6 +81,7 @@ def create_app(
     parts = Parts(
         settings=settings,
         store=store,
+        state=state,
         predictor=predictor,
         recomputer=recomputer,
         metrics=metrics,
@@ -81,7 +92,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.load()
         predictor.refresh()
+        writer.start()
         if start_scheduler:
             recomputer.start()
         log.info(
@@ -95,7 +108,7 @@ def create_app(
             yield
         finally:
             recomputer.stop()
-            recomputer.flush_live()
+            writer.stop()  # the last heartbeats to the store, the last live samples to MLflow
             if own_store:
                 store.close()
 
@@ -237,11 +250,6 @@ class _Metered:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = scope.get("route")
-            self.metrics.observe(time.perf_counter() - t0)
-            self.metrics.inc(
-                "adlrec_http_requests_total",
-                method=scope.get("method", ""),
-                route=getattr(route, "path", "unmatched"),
-                code=str(code),
-            )
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe(time.perf_counter() - t0, route)
+            self.metrics.inc("adlrec_http_requests_total", method=scope.get("method", ""), route=route, code=str(code))

@@ -16,6 +16,7 @@ from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
 from adlrec.service.records import NodeInfo
 from adlrec.service.scheduler import Recomputer
+from adlrec.service.state import JobState
 from adlrec.service.store import JobStore
 
 __all__ = ["Authorized", "ClientError", "Parts", "PartsDep", "require_token"]
@@ -35,6 +36,7 @@ class Parts:
 
     settings: Settings
     store: JobStore
+    state: JobState  # the open jobs in memory; read and write jobs through it
     predictor: Predictor
     recomputer: Recomputer
     metrics: Metrics

@@ -1,6 +1,6 @@
 """The service's counters, written in Prometheus' text exposition format (version 0.0.4).
 
-Small and dependency-free: counters and gauges keyed by label tuples, and one latency histogram.
+Small and dependency-free: counters and gauges keyed by label tuples, and a latency histogram per route.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 __all__ = ["Metrics"]
 
-BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, math.inf)
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, math.inf)
 
 HELP = {
     "adlrec_http_requests_total": ("counter", "HTTP requests by method, route and status code"),
-    "adlrec_http_request_seconds": ("histogram", "HTTP request latency in seconds, all routes"),
+    "adlrec_http_request_seconds": ("histogram", "HTTP request latency in seconds in the service, by route"),
     "adlrec_heartbeats_total": ("counter", "heartbeats received"),
     "adlrec_registrations_total": ("counter", "job registrations"),
     "adlrec_recomputes_total": ("counter", "recomputes run, by trigger"),
@@ -26,6 +26,11 @@ HELP = {
     "adlrec_jobs_expired_total": ("counter", "jobs expired for silence"),
     "adlrec_live_metrics_logged_total": ("counter", "heartbeat metric values logged to the jobs' MLflow runs"),
     "adlrec_live_log_failures_total": ("counter", "flushes of live metrics to MLflow that failed (logged)"),
+    "adlrec_live_samples_dropped_total": ("counter", "live samples dropped because a buffer was full"),
+    "adlrec_store_flushes_total": ("counter", "write-behind flushes of heartbeats to the store"),
+    "adlrec_store_flushed_jobs_total": ("counter", "job rows written by those flushes"),
+    "adlrec_store_flush_failures_total": ("counter", "flushes that failed (logged; retried by the next one)"),
+    "adlrec_store_flush_seconds_last": ("gauge", "duration of the last flush in seconds"),
     "adlrec_jobs": ("gauge", "jobs in the store by status"),
     "adlrec_plans": ("gauge", "plans in the history"),
 }
@@ -35,9 +40,7 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-        self._hist = [0] * len(BUCKETS)
-        self._hist_sum = 0.0
-        self._hist_count = 0
+        self._hist: dict[str, list[float]] = {}  # route -> bucket counts, then sum and count
 
     def inc(self, name: str, amount: float = 1.0, **labels: str) -> None:
         key = tuple(sorted(labels.items()))
@@ -50,14 +53,17 @@ class Metrics:
         with self._lock:
             self._values.setdefault(name, {})[key] = value
 
-    def observe(self, seconds: float) -> None:
+    def observe(self, seconds: float, route: str = "") -> None:
         with self._lock:
+            h = self._hist.get(route)
+            if h is None:
+                h = self._hist[route] = [0.0] * (len(BUCKETS) + 2)
             for i, b in enumerate(BUCKETS):
                 if seconds <= b:
-                    self._hist[i] += 1
+                    h[i] += 1
                     break
-            self._hist_sum += seconds
-            self._hist_count += 1
+            h[-2] += seconds
+            h[-1] += 1
 
     def value(self, name: str, **labels: str) -> float:
         with self._lock:
@@ -67,19 +73,21 @@ class Metrics:
         """All series as Prometheus text; ``gauges`` adds values read at scrape time."""
         with self._lock:
             values = {k: dict(v) for k, v in self._values.items()}
-            hist, hsum, hcount = list(self._hist), self._hist_sum, self._hist_count
+            hists = {route: list(h) for route, h in sorted(self._hist.items())}
         for name, series in (gauges or {}).items():
             values.setdefault(name, {}).update(series)
         lines = []
         for name, (kind, text) in HELP.items():
             if kind == "histogram":
                 lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
-                acc = 0
-                for b, n in zip(BUCKETS, hist, strict=True):
-                    acc += n
-                    le = "+Inf" if math.isinf(b) else f"{b:g}"
-                    lines.append(f'{name}_bucket{{le="{le}"}} {acc}')
-                lines += [f"{name}_sum {hsum:.6f}", f"{name}_count {hcount}"]
+                for route, h in hists.items():
+                    r = f'route="{_escape(route)}"'
+                    acc = 0
+                    for b, n in zip(BUCKETS, h, strict=False):
+                        acc += int(n)
+                        le = "+Inf" if math.isinf(b) else f"{b:g}"
+                        lines.append(f'{name}_bucket{{{r},le="{le}"}} {acc}')
+                    lines += [f"{name}_sum{{{r}}} {h[-2]:.6f}", f"{name}_count{{{r}}} {int(h[-1])}"]
                 continue
             series = values.get(name)
             if not series:

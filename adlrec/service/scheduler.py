@@ -1,8 +1,8 @@
 """When the service recomputes: every interval, and shortly after a job registers or finishes.
 
-:meth:`Recomputer.recompute` is the one place that runs a recompute: expire silent jobs, read a
-snapshot, call the pure :func:`~adlrec.service.recompute.compute_plans`, store the plans that
-changed.  An APScheduler ``BackgroundScheduler`` runs it every ``interval_s`` and, debounced, after
+:meth:`Recomputer.recompute` is the one place that runs a recompute: expire silent jobs, flush the
+heartbeats, take a snapshot (from memory: :class:`~adlrec.service.state.JobState`), call the pure
+:func:`~adlrec.service.recompute.compute_plans`, store the plans that changed.  An APScheduler ``BackgroundScheduler`` runs it every ``interval_s`` and, debounced, after
 register/finish.  A failure in the background is logged with its traceback and counted, never
 swallowed silently; the next run tries again.
 """
@@ -22,7 +22,7 @@ from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
 from adlrec.service.recompute import compute_plans
 from adlrec.service.records import ACTIVE, PlanRecord
-from adlrec.service.store import JobStore
+from adlrec.service.state import JobState
 
 __all__ = ["Recomputer", "RecomputeConfig"]
 
@@ -42,13 +42,14 @@ class RecomputeConfig:
 class Recomputer:
     def __init__(
         self,
-        store: JobStore,
+        state: JobState,
         predictor: Predictor,
         config: RecomputeConfig,
         metrics: Metrics,
         live: LiveLog | None = None,
     ) -> None:
-        self.store = store
+        self.state = state
+        self.store = state.store
         self.live = live
         self.predictor = predictor
         self.config = config
@@ -61,19 +62,21 @@ class Recomputer:
         c = self.config
         with self._lock:
             t0 = time.perf_counter()
-            expired = self.store.expire(c.ttl_s)
+            expired = self.state.expire(c.ttl_s)
             if expired:
                 self.metrics.inc("adlrec_jobs_expired_total", len(expired))
                 log.info("expired %d silent job(s): %s", len(expired), ", ".join(expired[:10]))
                 if self.live is not None:
                     for job_id in expired:
                         self.live.end(job_id, "expired")
-            outcomes = compute_plans(self.store.snapshot(), c.policy, c.objective, c.threshold)
+            self.state.flush()  # the expiries and the heartbeats so far, before plans that follow from them
+            outcomes = compute_plans(self.state.snapshot(), c.policy, c.objective, c.threshold)
             for o in outcomes:
                 if o.error:
                     self.metrics.inc("adlrec_infeasible_total")
                     log.warning("node %s: no plan: %s", o.node, o.error)
             stored = self.store.add_plans(outcomes)
+            self.state.plans_stored(stored)
             self.metrics.set("adlrec_recompute_seconds_last", time.perf_counter() - t0)
         self.metrics.inc("adlrec_recomputes_total", trigger=trigger)
         self.metrics.inc("adlrec_plans_stored_total", len(stored))
@@ -88,14 +91,14 @@ class Recomputer:
         from adlrec.predict.features import ProbeFeatures
 
         curves = {}
-        for job in self.store.jobs(status=ACTIVE):
+        for job in self.state.jobs(status=ACTIVE):
             if job.spec.features is None:
                 continue  # an explicit curve stays
             curves[job.job_id] = self.predictor.predict(
                 ProbeFeatures.from_dict(job.spec.features), len(job.spec.curve) - 1
             )
         if curves:
-            self.store.update_curves(curves)
+            self.state.update_curves(curves)
             log.info("predicted %d active job curve(s) again with %s", len(curves), self.predictor.info.source)
 
     # -- background ---------------------------------------------------------------------------
@@ -144,18 +147,6 @@ class Recomputer:
         except Exception:
             log.exception("refreshing the throughput model failed; keeping %s", self.predictor.info.source)
         self._run("interval")
-        self.flush_live()
-
-    def flush_live(self) -> None:
-        """Write buffered heartbeats to the jobs' MLflow runs; a failure is logged and counted."""
-        if self.live is None:
-            return
-        try:
-            n = self.live.flush()
-            self.metrics.inc("adlrec_live_metrics_logged_total", n)
-        except Exception:
-            self.metrics.inc("adlrec_live_log_failures_total")
-            log.exception("logging live metrics to MLflow failed; those samples are lost")
 
     def _run(self, trigger: str) -> None:
         try:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import logging
 import socket
+import sys
 
 from adlrec.config import Settings
 from adlrec.errors import UsageError
@@ -12,6 +14,8 @@ from adlrec.errors import UsageError
 __all__ = ["check_bind", "is_loopback", "serve"]
 
 log = logging.getLogger("adlrec.service")
+
+SWITCH_INTERVAL_S = 0.0005
 
 
 def is_loopback(host: str) -> bool:
@@ -49,5 +53,29 @@ def serve(settings: Settings) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO
     log.warning(line) if settings.service_token is None else log.info(line)
+    # Requests are served on the event loop while recomputes and flushes run in threads.  With
+    # CPython's default 5 ms GIL switch interval, each socket call the loop makes (which releases the
+    # GIL) can cost it 5 ms behind a busy thread, so one recompute stalls every request for its
+    # whole duration; a 0.5 ms interval bounds that wait.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    http, loop = _fast("httptools", "h11"), _fast("uvloop", "asyncio")
+    log.info("uvicorn: HTTP parser %s, event loop %s", http, loop)
+    if (http, loop) != ("httptools", "uvloop"):
+        log.warning(
+            "install uvicorn[standard] (httptools, uvloop): with %s and %s a request costs more CPU", http, loop
+        )
     app = create_app(settings)
-    uvicorn.run(app, host=settings.service_host, port=settings.service_port, log_level="info", access_log=False)
+    uvicorn.run(
+        app,
+        host=settings.service_host,
+        port=settings.service_port,
+        http=http,
+        loop=loop,
+        log_level="info",
+        access_log=False,
+    )
+
+
+def _fast(module: str, fallback: str) -> str:
+    """``module`` when it is installed (the C implementations uvicorn[standard] brings), else ``fallback``."""
+    return module if importlib.util.find_spec(module) is not None else fallback

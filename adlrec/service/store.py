@@ -9,6 +9,7 @@ sequence on PostgreSQL), so they only grow, across restarts too.  Time comes fro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -37,7 +38,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from adlrec.errors import AdlrecError
-from adlrec.schemas import AllocationPlan, AllocationRequest
+from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.service.records import (
     ACTIVE,
     EXPIRED,
@@ -52,7 +53,16 @@ from adlrec.service.records import (
     Snapshot,
 )
 
-__all__ = ["JobNotActive", "JobStore", "StoreError", "UnknownJob", "UnknownNode"]
+__all__ = [
+    "JobNotActive",
+    "JobStore",
+    "StoreError",
+    "UnknownJob",
+    "UnknownNode",
+    "assignment",
+    "plan_dict",
+    "request_dict",
+]
 
 Clock = Callable[[], float]
 _PLAN_CACHE = 4096  # decoded plans kept in memory (each heartbeat reads its node's current plan)
@@ -362,6 +372,60 @@ class JobStore:
                 spec = dict(row.spec) | {"curve": list(curve), "curve_source": source}
                 c.execute(jobs_t.update().where(jobs_t.c.job_id == job_id).values(spec=spec))
 
+    def open_jobs(self) -> list[tuple[JobRecord, list[MeasuredPoint]]]:
+        """Every job that has not finished (active or expired), in registration order, with its points."""
+        with self.engine.connect() as c, c.begin():
+            rows = c.execute(select(jobs_t).where(jobs_t.c.status != FINISHED).order_by(jobs_t.c.seq)).all()
+            points: dict[str, list[MeasuredPoint]] = {}
+            for r in c.execute(
+                select(points_t)
+                .join(jobs_t, jobs_t.c.job_id == points_t.c.job_id)
+                .where(jobs_t.c.status != FINISHED)
+                .order_by(points_t.c.job_id, points_t.c.workers)
+            ):
+                points.setdefault(r.job_id, []).append(MeasuredPoint(r.workers, r.throughput, r.samples, r.data_wait))
+        return [(_job(r), points.get(r.job_id, [])) for r in rows]
+
+    def write_beats(self, jobs: Iterable[JobRecord], points: Iterable[tuple[str, MeasuredPoint]]) -> None:
+        """Write what heartbeats changed, in one transaction: each job's state and last report, and
+        measured points (absolute values, inserted or replaced).  A finished job's row is left as it is.
+
+        Plain SQL through the driver's ``executemany``: a flush of a thousand heartbeats is a hot
+        path of its own, and SQLAlchemy's per-row processing would cost tens of milliseconds."""
+        job_rows = [
+            (j.status, j.last_seen, j.reported_workers, j.reported_throughput, j.data_wait, j.job_id) for j in jobs
+        ]
+        point_rows = [(job_id, p.workers, p.throughput, p.samples, p.data_wait) for job_id, p in points]
+        if not job_rows and not point_rows:
+            return
+        q = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        with self._begin() as c:
+            if job_rows:
+                c.exec_driver_sql(
+                    f"UPDATE adlrec_jobs SET status = {q}, last_seen = {q}, reported_workers = {q}, "
+                    f"reported_throughput = {q}, data_wait = {q} WHERE job_id = {q} AND status != '{FINISHED}'",
+                    job_rows,
+                )
+            if point_rows and self._upsert is not None:  # SQLite and PostgreSQL spell the upsert alike
+                c.exec_driver_sql(
+                    f"INSERT INTO adlrec_points (job_id, workers, throughput, samples, data_wait) "
+                    f"VALUES ({q}, {q}, {q}, {q}, {q}) ON CONFLICT (job_id, workers) DO UPDATE SET "
+                    "throughput = excluded.throughput, samples = excluded.samples, data_wait = excluded.data_wait",
+                    point_rows,
+                )
+            else:
+                for job_id, workers, throughput, samples, wait in point_rows:
+                    key = (points_t.c.job_id == job_id, points_t.c.workers == workers)
+                    values = dict(throughput=throughput, samples=samples, data_wait=wait)
+                    if c.execute(points_t.update().where(*key).values(**values)).rowcount == 0:
+                        c.execute(points_t.insert().values(job_id=job_id, workers=workers, **values))
+
+    def latest_plans(self) -> dict[str, PlanRecord]:
+        """Each node's current plan."""
+        with self.engine.connect() as c:
+            ids = c.execute(select(func.max(plans_t.c.plan_id)).group_by(plans_t.c.node)).scalars().all()
+            return {p.node: p for p in (self._plan(c, i) for i in ids) if p is not None}
+
     # -- plans --------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Nodes, active jobs, their measured points and each node's current plan, read together."""
@@ -386,19 +450,17 @@ class JobStore:
     def add_plans(self, outcomes: Iterable[NodeOutcome]) -> list[PlanRecord]:
         """Store the changed plans of a recompute, all or none; returns them with their new ids."""
         now = self.clock()
-        ids = []
+        stored = []
         with self._begin() as c:
             for o in outcomes:
                 if not o.changed or o.plan is None or o.request is None:
                     continue
-                res = c.execute(
-                    plans_t.insert().values(
-                        node=o.node, created_at=now, plan=o.plan.to_dict(), request=o.request.to_dict()
-                    )
-                )
-                ids.append(int(res.inserted_primary_key[0]))
-        with self.engine.connect() as c:
-            return [self._plan(c, i) for i in ids]
+                plan, request = plan_dict(o.plan), request_dict(o.request)
+                res = c.execute(plans_t.insert().values(node=o.node, created_at=now, plan=plan, request=request))
+                stored.append(PlanRecord(int(res.inserted_primary_key[0]), o.node, now, o.plan, o.request))
+        for rec in stored:
+            self._cache(rec)
+        return stored
 
     def latest_plan(self, node: str) -> PlanRecord | None:
         with self.engine.connect() as c:
@@ -448,19 +510,16 @@ class JobStore:
             plan=AllocationPlan.from_dict(_loads(r.plan)),
             request=AllocationRequest.from_dict(_loads(r.request)),
         )
+        self._cache(rec)
+        return rec
+
+    def _cache(self, rec: PlanRecord) -> None:
         if len(self._plans) >= _PLAN_CACHE:
             self._plans.clear()  # plans are immutable, so a cache this crude is still always right
         self._plans[rec.plan_id] = rec
-        return rec
 
     def _assignment(self, job: JobRecord, latest_id: int | None) -> Assignment:
-        plan = self._plan_by_id(latest_id)
-        if plan is not None and job.status == ACTIVE and job.job_id in plan.plan.workers:
-            return Assignment(job.job_id, plan.plan.workers[job.job_id], plan.plan_id, job.status)
-        s = job.spec
-        hi = s.max_workers if s.max_workers is not None else len(s.curve) - 1
-        fallback = job.reported_workers if job.reported_workers is not None else s.requested_workers
-        return Assignment(job.job_id, max(s.min_workers, min(hi, fallback)), None, job.status)
+        return assignment(job, self._plan_by_id(latest_id))
 
     def _plan_by_id(self, plan_id: int | None) -> PlanRecord | None:
         if plan_id is None:
@@ -494,6 +553,39 @@ class _Tx:
         finally:
             if self.lock is not None:
                 self.lock.release()
+
+
+def assignment(job: JobRecord, plan: PlanRecord | None) -> Assignment:
+    """What a job should run with: its count in its node's current plan, else what it runs (or asked
+    for) within its bounds, with no plan id."""
+    if plan is not None and job.status == ACTIVE and job.job_id in plan.plan.workers:
+        return Assignment(job.job_id, plan.plan.workers[job.job_id], plan.plan_id, job.status)
+    s = job.spec
+    hi = s.max_workers if s.max_workers is not None else len(s.curve) - 1
+    fallback = job.reported_workers if job.reported_workers is not None else s.requested_workers
+    return Assignment(job.job_id, max(s.min_workers, min(hi, fallback)), None, job.status)
+
+
+def plan_dict(p: AllocationPlan) -> dict[str, Any]:
+    """``p.to_dict()``, without the deep copies of ``dataclasses.asdict`` (a recompute stores a plan
+    per node, with every job's curve in its request: asdict made that the recompute's largest cost)."""
+    return {f.name: (dict(v) if isinstance(v, dict) else v) for f in _PLAN_FIELDS for v in (getattr(p, f.name),)}
+
+
+def request_dict(r: AllocationRequest) -> dict[str, Any]:
+    """``r.to_dict()``, likewise."""
+    jobs = [{f.name: getattr(j, f.name) for f in _JOB_FIELDS} | {"curve": list(j.curve)} for j in r.jobs]
+    return {
+        "cores": r.cores,
+        "memory_mb": r.memory_mb,
+        "jobs": jobs,
+        "objective": r.objective,
+        "threshold": r.threshold,
+    }
+
+
+_PLAN_FIELDS = dataclasses.fields(AllocationPlan)
+_JOB_FIELDS = dataclasses.fields(JobDemand)
 
 
 def _loads(v: Any) -> Any:

@@ -187,12 +187,44 @@ def test_restart_keeps_jobs_and_plan_history(tmp_path):
     with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
         jobs = http.get("/jobs", params={"node": "rs"}).json()
         assert [j["job_id"] for j in jobs] == ["rs-a", "rs-b"]
-        assert jobs[0]["measured"][0]["throughput"] == 42.0
+        assert jobs[0]["measured"][0]["throughput"] == 42.0 and jobs[0]["reported_throughput"] == 42.0
         history = http.get("/plans", params={"node": "rs"}).json()["plans"]
         assert [p["plan_id"] for p in history] == [second[0]["plan_id"], first[0]["plan_id"]]
         http.post("/jobs/rs-b/finish", headers=AUTH)
         (third,) = recompute(http)
         assert third["plan_id"] > second[0]["plan_id"] and third["workers"] == {"rs-a": 3}
+
+
+def test_heartbeats_are_written_behind_and_a_clean_stop_writes_them_all(tmp_path):
+    store = JobStore(f"sqlite:///{tmp_path / 'behind.db'}")
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings, store=store, flush_s=3600)) as srv, httpx.Client(base_url=srv.url) as http:
+        register(http, "wb", "wb-a", STEEP)
+        http.post("/jobs/wb-a/heartbeat", json={"throughput": 55.0, "workers": 2}, headers=AUTH)
+        measured = http.get("/jobs/wb-a").json()["measured"]
+        assert measured == [{"workers": 2, "throughput": 55.0, "samples": 1, "data_wait": 0.0}]  # seen at once
+        assert store.points("wb-a") == []  # in memory until the next flush
+        recompute(http)  # a recompute flushes first
+        assert store.points("wb-a")[0].throughput == 55.0
+        http.post("/jobs/wb-a/heartbeat", json={"throughput": 75.0, "workers": 3}, headers=AUTH)
+        assert [p.workers for p in store.points("wb-a")] == [2]
+    assert [p.throughput for p in store.points("wb-a")] == [55.0, 75.0]  # the stop flushed the last one
+    assert store.job("wb-a").reported_throughput == 75.0 and store.job("wb-a").reported_workers == 3
+    store.close()
+
+
+def test_the_write_behind_flushes_on_its_own(tmp_path):
+    store = JobStore(f"sqlite:///{tmp_path / 'own-flush.db'}")
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings, store=store, flush_s=0.05)) as srv, httpx.Client(base_url=srv.url) as http:
+        register(http, "of", "of-a", STEEP)
+        http.post("/jobs/of-a/heartbeat", json={"throughput": 33.0, "workers": 1}, headers=AUTH)
+        deadline = time.monotonic() + 20  # a bound on waiting, not a timing assertion
+        while not store.points("of-a") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.points("of-a")[0].throughput == 33.0
+        assert "adlrec_store_flushes_total" in http.get("/metrics").text
+    store.close()
 
 
 def test_a_register_triggers_a_debounced_recompute(tmp_path):

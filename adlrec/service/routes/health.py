@@ -29,7 +29,7 @@ def health(parts: PartsDep) -> HealthOut:
     summary="Counters in Prometheus text format",
 )
 def metrics(parts: PartsDep) -> PlainTextResponse:
-    counts = parts.store.counts()
+    counts = parts.state.counts()
     gauges = {
         "adlrec_jobs": {(("status", s),): float(n) for s, n in counts.items() if s != "plans"},
         "adlrec_plans": {(): float(counts["plans"])},

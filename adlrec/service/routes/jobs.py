@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from adlrec.predict.features import ProbeError, ProbeFeatures
 from adlrec.service.api import AssignmentOut, FinishOut, Heartbeat, JobOut, JobRegistration
 from adlrec.service.deps import Authorized, ClientError, Parts, PartsDep
-from adlrec.service.records import JobRecord, JobSpec
+from adlrec.service.records import Assignment, JobRecord, JobSpec
+from adlrec.service.store import UnknownJob
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -18,7 +21,7 @@ JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job's
 
 
 def _out(parts: Parts, job: JobRecord) -> JobOut:
-    return JobOut.of(job, parts.store.points(job.job_id), parts.store.assignment(job.job_id))
+    return JobOut.of(job, parts.state.points(job.job_id), parts.state.assignment(job))
 
 
 def _spec(parts: Parts, body: JobRegistration) -> JobSpec:
@@ -61,7 +64,7 @@ def _spec(parts: Parts, body: JobRegistration) -> JobSpec:
     summary="Register a job (or register it again: its spec is replaced and its measurements forgotten)",
 )
 def register(body: JobRegistration, parts: PartsDep, response: Response) -> JobOut:
-    job, created = parts.store.register(_spec(parts, body), parts.default_node)
+    job, created = parts.state.register(_spec(parts, body), parts.default_node)
     if not created:
         response.status_code = status.HTTP_200_OK
     parts.metrics.inc("adlrec_registrations_total")
@@ -72,24 +75,38 @@ def register(body: JobRegistration, parts: PartsDep, response: Response) -> JobO
 @router.post(
     "/{job_id}/heartbeat",
     dependencies=[Authorized],
+    response_model=AssignmentOut,
     summary="Report measured throughput; the answer is the worker count to run with and its plan id",
 )
-def heartbeat(job_id: JobId, body: Heartbeat, parts: PartsDep) -> AssignmentOut:
+async def heartbeat(job_id: JobId, body: Heartbeat, parts: PartsDep) -> Response:
+    """The hot path: memory only, on the event loop (the store gets it with the next flush)."""
     if body.throughput is not None and body.workers is None:
         raise ClientError("workers", "a measured throughput needs the worker count it was measured at")
-    job, assignment, revived = parts.store.heartbeat(job_id, body.throughput, body.workers, body.data_wait)
+    beat = parts.state.beat(job_id, body.throughput, body.workers, body.data_wait)
+    if beat is None:  # unknown or finished: the store says which (404 or 409)
+        await run_in_threadpool(parts.state.check_closed, job_id)
+        beat = parts.state.beat(job_id, body.throughput, body.workers, body.data_wait)
+        if beat is None:  # it finished meanwhile
+            raise UnknownJob(f"no active job {job_id!r}: register it again")
     parts.metrics.inc("adlrec_heartbeats_total")
-    if revived:  # it had expired; plan for it again soon rather than at the next interval
+    if beat.revived:  # it had expired; plan for it again soon rather than at the next interval
         parts.recomputer.poke("revive")
+    a = beat.assignment
     if parts.live is not None:
         sample = {"throughput": body.throughput, "workers": body.workers, "data_wait": body.data_wait}
-        parts.live.record(job_id, job.spec.node, job.last_seen, sample | {"planned_workers": assignment.workers})
-    return AssignmentOut.of(assignment)
+        parts.live.record(job_id, beat.job.spec.node, beat.job.last_seen, sample | {"planned_workers": a.workers})
+    return Response(_assignment_json(a), media_type="application/json")
+
+
+def _assignment_json(a: Assignment) -> bytes:
+    """AssignmentOut's JSON, written directly: the response model is for the OpenAPI page."""
+    d = {"job_id": a.job_id, "workers": a.workers, "plan_id": a.plan_id, "status": a.status}
+    return json.dumps(d, separators=(",", ":")).encode()
 
 
 @router.post("/{job_id}/finish", dependencies=[Authorized], summary="The job has ended: release its workers")
 def finish(job_id: JobId, parts: PartsDep) -> FinishOut:
-    job = parts.store.finish(job_id)
+    job = parts.state.finish(job_id)
     if parts.live is not None:
         parts.live.end(job_id, job.status)
     parts.recomputer.poke("finish")
@@ -102,9 +119,9 @@ def list_jobs(
     status: Annotated[str | None, Query(pattern="^(active|finished|expired)$")] = None,
     node: Annotated[str | None, Query(max_length=128)] = None,
 ) -> list[JobOut]:
-    return [_out(parts, j) for j in parts.store.jobs(status=status, node=node)]
+    return [_out(parts, j) for j in parts.state.jobs(status=status, node=node)]
 
 
 @router.get("/{job_id}", summary="One job: its curve (predicted and measured), state and assignment")
 def get_job(job_id: JobId, parts: PartsDep) -> JobOut:
-    return _out(parts, parts.store.job(job_id))
+    return _out(parts, parts.state.job(job_id))

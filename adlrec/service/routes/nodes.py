@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 
 from adlrec.service.api import NodeIn, NodeOut
 from adlrec.service.deps import Authorized, Parts, PartsDep
-from adlrec.service.records import ACTIVE, NodeInfo
+from adlrec.service.records import NodeInfo
 
 router = APIRouter(prefix="/nodes", tags=["nodes"])
 
@@ -16,7 +16,7 @@ NodeName = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0
 
 
 def _out(parts: Parts, n: NodeInfo) -> NodeOut:
-    active = len(parts.store.jobs(status=ACTIVE, node=n.name))
+    active = parts.state.active_count(n.name)
     latest = parts.store.latest_plan(n.name)
     return NodeOut.of(n, active, latest.plan_id if latest else None)
 

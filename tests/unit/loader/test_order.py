@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from adlrec.loader import EpochSampler, batches_of, handover_batches
+from adlrec.loader import EpochSampler, batches_of, handover_batches, warmup_leads
 from tests.factories import Indices
 
 
@@ -40,10 +40,18 @@ def test_a_sampler_gets_set_epoch_forwarded_and_shuffle_with_a_sampler_is_refuse
         EpochSampler(10, shuffle=True, seed=0, sampler=dist)
 
 
-def test_handover_covers_the_new_pools_start_in_batch_times():
+def test_handover_covers_the_new_pools_start_then_its_warm_up_in_batch_times():
     assert handover_batches("fork", 0, 0.01) == 0  # an in-process loader is ready at once
     assert handover_batches("fork", 2, None) == 0  # no batch interval measured yet
-    assert handover_batches("fork", 2, 0.1) == 2  # 55 ms of start, then the first batch
-    assert handover_batches("fork", 4, 0.01) == 11
-    assert handover_batches("spawn", 2, 0.1) == 31  # seconds of start: tens of batches
-    assert handover_batches("spawn", 2, 0.1, start_s=0.25) == 4  # what starting one took here wins
+    assert handover_batches("fork", 2, 0.1) == 4  # one fork per batch (55 ms of start is less), then 2 of warm-up
+    assert handover_batches("fork", 4, 0.01) == 14  # 95 ms of start, then 4
+    assert handover_batches("fork", 4, 0.024, old_workers=2) == 10  # the old pool's 2 share the cores meanwhile
+    assert handover_batches("spawn", 2, 0.1) == 32  # seconds of start: tens of batches
+    assert handover_batches("spawn", 2, 0.1, start_s=0.25) == 5  # what starting one took here wins
+
+
+def test_new_workers_open_one_per_batch_the_first_furthest_ahead_of_the_switch():
+    assert warmup_leads(4, 2) == (6, 5, 4, 3)  # worker i's first batch is the i-th after the switch
+    assert warmup_leads(1, 4) == (5,)
+    assert warmup_leads(2, 0) == (2, 1)
+    assert warmup_leads(0, 2) == ()

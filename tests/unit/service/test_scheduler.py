@@ -9,6 +9,7 @@ from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
 from adlrec.service.records import JobSpec, NodeInfo
 from adlrec.service.scheduler import RecomputeConfig, Recomputer
+from adlrec.service.state import JobState
 from adlrec.service.store import JobStore
 from tests.service_helpers import ManualClock
 
@@ -16,15 +17,18 @@ CONFIG = RecomputeConfig("optimal", "busy_gpus", 0.0, ttl_s=60, interval_s=3600,
 
 
 def runner(tmp_path, clock=None):
-    store = JobStore(f"sqlite:///{tmp_path / 'db' / 'jobs.db'}", clock=clock or ManualClock())
+    clock = clock or ManualClock()
+    store = JobStore(f"sqlite:///{tmp_path / 'db' / 'jobs.db'}", clock=clock)
+    state = JobState(store, clock)
+    state.load()
     predictor = Predictor(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
-    return Recomputer(store, predictor, CONFIG, Metrics()), store
+    return Recomputer(state, predictor, CONFIG, Metrics()), store
 
 
 def test_recompute_expires_plans_and_counts(tmp_path):
     clock = ManualClock()
     rec, store = runner(tmp_path, clock)
-    store.register(JobSpec("a", "n", (1.0, 5.0, 9.0), "explicit"), NodeInfo("d", 4, 1000))
+    rec.state.register(JobSpec("a", "n", (1.0, 5.0, 9.0), "explicit"), NodeInfo("d", 4, 1000))
     (plan,) = rec.recompute("test")
     assert plan.plan.workers == {"a": 2} and rec.recompute("test") == []
     clock.advance(61)
@@ -32,6 +36,7 @@ def test_recompute_expires_plans_and_counts(tmp_path):
     assert empty.plan.workers == {} and empty.plan_id > plan.plan_id
     assert rec.metrics.value("adlrec_recomputes_total", trigger="test") == 3
     assert rec.metrics.value("adlrec_jobs_expired_total") == 1
+    assert store.job("a").status == "expired"  # the recompute flushed the expiry
     store.close()
 
 

@@ -32,18 +32,21 @@ def test_settings_reject_unknown_policies_and_the_token_stays_secret(tmp_path):
     assert load_settings(data_dir=tmp_path).resolved_store_url == f"sqlite:///{tmp_path.resolve() / 'service.db'}"
 
 
-def test_metrics_render_counters_gauges_and_a_cumulative_histogram():
+def test_metrics_render_counters_gauges_and_a_cumulative_histogram_per_route():
     m = Metrics()
     m.inc("adlrec_heartbeats_total")
     m.inc("adlrec_recomputes_total", trigger='we"ird')
-    for s in (0.0005, 0.003, 9.0):
-        m.observe(s)
+    for s in (0.0008, 0.003, 9.0):
+        m.observe(s, "/a")
+    m.observe(0.02, "/b")
     text = m.render({"adlrec_jobs": {(("status", "active"),): 2.0}})
     assert "adlrec_heartbeats_total 1\n" in text
     assert 'adlrec_recomputes_total{trigger="we\\"ird"} 1' in text
-    assert 'adlrec_http_request_seconds_bucket{le="0.001"} 1' in text
-    assert 'adlrec_http_request_seconds_bucket{le="0.005"} 2' in text
-    assert 'adlrec_http_request_seconds_bucket{le="+Inf"} 3' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/a",le="0.001"} 1' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/a",le="0.005"} 2' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/a",le="+Inf"} 3' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/b",le="0.01"} 0' in text
+    assert 'adlrec_http_request_seconds_count{route="/b"} 1' in text
     assert 'adlrec_jobs{status="active"} 2' in text
 
 

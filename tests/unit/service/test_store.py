@@ -6,6 +6,7 @@ Each PostgreSQL test starts from empty tables: they are dropped first (use a thr
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 from sqlalchemy.exc import IntegrityError
@@ -161,3 +162,51 @@ def test_new_curves_replace_predicted_ones(make_store):
     store.update_curves({"a": ((1.0, 2.0, 3.0, 4.0), "adlrec-throughput v2"), "gone": ((1.0,), "x")})
     s = store.job("a").spec
     assert s.curve == (1.0, 2.0, 3.0, 4.0) and s.curve_source == "adlrec-throughput v2"
+
+
+def test_write_beats_writes_job_state_and_absolute_points_in_one_go(make_store):
+    from adlrec.service.records import MeasuredPoint
+
+    clock = ManualClock()
+    store = make_store(clock)
+    a, _ = store.register(spec("a"), DEFAULT)
+    b, _ = store.register(spec("b"), DEFAULT)
+    store.heartbeat("a", 50.0, 1, 0.5)  # an existing point, replaced below
+    store.finish("b")
+    seen = replace(a, last_seen=clock() + 9, reported_workers=2, reported_throughput=70.0)
+    gone = replace(b, status=ACTIVE, last_seen=clock() + 9)
+    store.write_beats(
+        [seen, gone],
+        [("a", MeasuredPoint(1, 60.0, 4, 0.2)), ("a", MeasuredPoint(2, 70.0, 1, 0.1))],
+    )
+    job = store.job("a")
+    assert (job.last_seen, job.reported_workers, job.reported_throughput) == (clock() + 9, 2, 70.0)
+    assert store.points("a") == [MeasuredPoint(1, 60.0, 4, 0.2), MeasuredPoint(2, 70.0, 1, 0.1)]
+    assert store.job("b").status == FINISHED  # a flush never revives a finished job
+    assert [(j.job_id, [p.workers for p in pts]) for j, pts in store.open_jobs()] == [("a", [1, 2])]
+
+
+def test_latest_plans_are_each_nodes_newest(make_store):
+    store = make_store()
+    store.register(spec("a"), DEFAULT)
+    store.register(spec("b", node="n2"), DEFAULT)
+    first = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
+    store.heartbeat("a", 1000.0, 1, None)
+    (second,) = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
+    latest = store.latest_plans()
+    assert latest["n1"].plan_id == second.plan_id and latest["n2"].plan_id == first[1].plan_id
+    assert latest["n1"] == store.plan(second.plan_id)
+
+
+def test_plans_are_stored_as_their_to_dict_says(make_store):
+    from adlrec.service.store import plan_dict, request_dict
+
+    store = make_store()
+    store.register(spec("a", max_workers=3, mem_per_worker_mb=5), DEFAULT)
+    store.register(spec("b"), DEFAULT)
+    store.heartbeat("a", 95.0, 2, None)
+    (o,) = compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.05)
+    assert plan_dict(o.plan) == o.plan.to_dict() and request_dict(o.request) == o.request.to_dict()
+    (stored,) = store.add_plans([o])
+    store._plans.clear()  # read it back from the database
+    assert store.plan(stored.plan_id) == stored

@@ -1,0 +1,167 @@
+"""How a resize's new pool warms up (real fork workers): one fork per batch, workers held until their turn.
+
+The loader's clock is injected (10 ms per batch), so the handover it estimates, and with it where
+each pool starts and which workers are open when, depend on the batch count only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import threading
+import time
+import warnings
+
+import pytest
+
+from adlrec.loader import ResizableLoader, handover_batches, warmup_leads
+from adlrec.loader.pacing import ForkPacer, paced
+from tests.factories import Indices
+from tests.integration.test_loader_resize import live_children, plain_pass
+
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="pacing applies to fork"),
+    pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),  # the rebuild's plain loader
+]
+FORK = "fork"
+
+
+def ticking(step_s: float = 0.01):
+    """A clock that advances ``step_s`` per reading: the loop's batch interval is exactly ``step_s``."""
+    counter = itertools.count()
+    return lambda: next(counter) * step_s
+
+
+def wait_until(predicate, timeout_s: float = 30.0) -> None:
+    """Wait for something another thread or process does; the timeout only guards against a hang."""
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.005)
+
+
+def loader_of(n: int, workers: int, **kw) -> ResizableLoader:
+    return ResizableLoader(Indices(n), 1, num_workers=workers, multiprocessing_context=FORK, clock=ticking(), **kw)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_workers():
+    before = live_children()
+    yield
+    assert live_children() <= before, "a worker process outlived its test"
+
+
+def test_a_new_pool_forks_one_worker_per_batch_and_opens_each_gate_on_its_turn():
+    before = live_children()
+    loader = loader_of(80, 2)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        loader.resize(4)
+        old, new = loader._pools.segments
+        ahead = handover_batches(FORK, 4, 0.01, old_workers=2)
+        assert new.start == old.stop == 5 + ahead  # the old pool serves the start and the warm-up
+        assert new.opens == tuple(new.start - lead for lead in warmup_leads(4, 2))
+        assert new.pacer is not None and new.pacer.started == 0  # no fork inside resize
+        for k in range(1, 5):
+            got.append(next(it).tolist())
+            wait_until(lambda k=k: new.pacer.started == k)  # the k-th fork, granted with the k-th batch
+            wait_until(lambda k=k: len(live_children() - before) == 2 + k)
+        while loader.serving_workers != 4:
+            consumed = len(got)
+            assert new.gate.opened == [consumed >= at for at in new.opens]  # held until their turn
+            got.append(next(it).tolist())
+        assert len(got) == new.start + 1 and all(new.gate.opened)
+        got += [b.tolist() for b in it]
+    assert got == plain_pass(80, 1, False, False, 0, 1)[0]
+
+
+def test_resizes_requested_while_earlier_pools_still_warm_up_keep_the_order_and_the_state():
+    n = 120
+    schedule = {5: 4, 8: 1, 10: 0, 12: 3, 14: 2}  # each before the previous pool has taken over
+    (expected,) = plain_pass(n, 1, True, False, 3, 1)
+    loader = loader_of(n, 2, shuffle=True, seed=3)
+    got, state = [], None
+    with loader:
+        for i, batch in enumerate(loader, start=1):
+            got.append(batch.tolist())
+            if i in schedule:
+                loader.resize(schedule[i])
+            if i == 13:
+                assert len(loader._pools.segments) > 1  # a resize is pending
+                state = loader.state_dict()
+    assert got == expected
+    assert state is not None and state["batches_consumed"] == 13
+    resumed = loader_of(n, 3, shuffle=True, seed=99)  # the seed comes from the state
+    resumed.load_state_dict(state)
+    with resumed:
+        rest = [b.tolist() for b in resumed]
+    assert got[:13] + rest == expected
+
+
+def test_closing_or_leaving_an_epoch_while_workers_are_held_stops_them_all():
+    for leave in ("close", "new iter"):
+        before = live_children()
+        loader = loader_of(60, 1)
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        loader.resize(3)
+        for _ in range(3):
+            next(it)  # all three forked, none of them open yet
+        pending = loader._pools.segments[-1]
+        wait_until(lambda p=pending: p.pacer.started == 3)
+        assert not any(pending.gate.opened)
+        if leave == "close":
+            loader.close()
+        else:
+            assert next(iter(loader)).tolist() == [0]  # the next epoch starts cleanly
+            loader.close()
+        assert live_children() <= before
+
+
+def test_a_pool_started_inside_resize_is_not_paced_and_a_resize_to_0_holds_nothing():
+    loader = loader_of(60, 2, background_start=False)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(4)]
+        loader.resize(3)
+        assert loader._pools.segments[-1].pacer is None  # pacing by the loop would block it here
+        assert loader._pools.segments[-1].gate is not None
+        got.append(next(it).tolist())
+        loader.resize(0)
+        assert loader._pools.segments[-1].gate is None
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(60)]
+
+
+def test_a_paced_context_starts_a_process_only_per_permit():
+    pacer = ForkPacer()
+    ctx = paced(multiprocessing.get_context(FORK), pacer)
+    assert ctx is not None and paced(multiprocessing.get_context("spawn"), ForkPacer()) is None
+    procs = [ctx.Process(target=os.getpid) for _ in range(3)]
+    starter = threading.Thread(target=lambda: [p.start() for p in procs])
+    starter.start()
+    pacer.allow()
+    wait_until(lambda: procs[0].pid is not None)  # set once the first fork is done
+    assert pacer.started == 1 and procs[1].pid is None and starter.is_alive()
+    pacer.allow_all()
+    starter.join()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+
+
+def test_more_workers_than_cores_is_the_callers_decision_and_draws_no_warning():
+    many = (os.cpu_count() or 1) + 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = ResizableLoader(Indices(12), 2, num_workers=many, multiprocessing_context=FORK)
+        with loader:
+            it = iter(loader)
+            got = [next(it).tolist()]
+            loader.resize(many + 1)
+            got += [b.tolist() for b in it]
+    assert [i for b in got for i in b] == list(range(12))
+    assert not [w for w in caught if "worker processes" in str(w.message)]

@@ -1,0 +1,103 @@
+"""The open jobs in memory over a real SQLite store: heartbeats reach the store only when flushed."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, MeasuredPoint, NodeInfo
+from adlrec.service.state import JobState
+from adlrec.service.store import JobNotActive, JobStore, UnknownJob
+from tests.service_helpers import ManualClock
+
+DEFAULT = NodeInfo("default", 8, 16_000)
+
+
+@pytest.fixture
+def opened(tmp_path):
+    clock = ManualClock()
+    store = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}", clock=clock)
+    state = JobState(store, clock)
+    state.load()
+    yield state, store, clock
+    store.close()
+
+
+def spec(job_id: str, node: str = "n1") -> JobSpec:
+    return JobSpec(job_id=job_id, node=node, curve=(10.0, 50.0, 90.0, 100.0), curve_source="explicit")
+
+
+def test_a_heartbeat_is_seen_at_once_and_stored_at_the_flush(opened):
+    state, store, clock = opened
+    state.register(spec("a"), DEFAULT)
+    clock.advance(5)
+    beat = state.beat("a", 40.0, 2, 0.5)
+    state.beat("a", 60.0, 2, 0.3)
+    assert beat.job.last_seen == clock() and beat.assignment.workers == 2 and not beat.revived
+    assert state.points("a") == [MeasuredPoint(2, 50.0, 2, pytest.approx(0.4))]
+    assert state.job("a").reported_throughput == 60.0
+    assert store.points("a") == [] and store.job("a").last_seen == clock() - 5  # not written yet
+    assert state.flush() == 1 and state.flush() == 0  # once: nothing changed since
+    assert store.points("a") == state.points("a") and store.job("a") == state.job("a")
+
+
+def test_a_failed_flush_loses_nothing_and_the_next_one_writes_it(opened):
+    state, store, _ = opened
+    state.register(spec("a"), DEFAULT)
+    state.beat("a", 70.0, 1, None)
+    with store.engine.begin() as c:  # the database refuses every update of a job, for real
+        c.execute(text("CREATE TRIGGER refuse BEFORE UPDATE ON adlrec_jobs BEGIN SELECT RAISE(ABORT, 'no'); END"))
+    with pytest.raises(DBAPIError):
+        state.flush()
+    assert store.points("a") == []  # the transaction rolled back whole: no point without its job row
+    with store.engine.begin() as c:
+        c.execute(text("DROP TRIGGER refuse"))
+    assert state.flush() == 1
+    assert store.points("a")[0].throughput == 70.0 and store.job("a").reported_throughput == 70.0
+
+
+def test_expiry_and_revival_happen_in_memory_and_reach_the_store(opened):
+    state, store, clock = opened
+    state.register(spec("a"), DEFAULT)
+    state.register(spec("b"), DEFAULT)
+    clock.advance(50)
+    state.beat("b", None, None, None)
+    clock.advance(20)
+    assert state.expire(60) == ["a"]
+    assert [j.job_id for j in state.snapshot().jobs] == ["b"]
+    state.flush()
+    assert store.job("a").status == EXPIRED
+    assert state.beat("a", None, 1, None).revived and state.job("a").status == ACTIVE
+    state.flush()
+    assert store.job("a").status == ACTIVE
+
+
+def test_finish_writes_the_last_heartbeats_and_a_finished_job_is_refused(opened):
+    state, store, _ = opened
+    state.register(spec("a"), DEFAULT)
+    state.beat("a", 80.0, 3, None)
+    assert state.finish("a").status == FINISHED
+    assert store.points("a")[0].throughput == 80.0 and store.job("a").status == FINISHED
+    assert state.beat("a", 1.0, 1, None) is None
+    with pytest.raises(JobNotActive):
+        state.check_closed("a")
+    with pytest.raises(UnknownJob, match="register it first"):
+        state.check_closed("ghost")
+
+
+def test_registering_again_drops_pending_measurements_and_a_restart_reloads_open_jobs(opened, tmp_path):
+    state, store, clock = opened
+    state.register(spec("a"), DEFAULT)
+    state.beat("a", 80.0, 3, None)
+    state.register(spec("a"), DEFAULT)  # its curve may have changed: measurements are forgotten
+    state.flush()
+    assert state.points("a") == [] and store.points("a") == []
+    state.register(spec("b"), DEFAULT)
+    state.beat("b", 90.0, 2, 0.1)
+    state.flush()
+    again = JobState(JobStore(store.url, clock=clock), clock)
+    again.load()
+    assert [j.job_id for j in again.jobs(status=ACTIVE)] == ["a", "b"]
+    assert again.points("b") == [MeasuredPoint(2, 90.0, 1, 0.1)] and again.job("b").reported_throughput == 90.0
+    again.store.close()
