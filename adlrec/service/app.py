@@ -52,7 +52,7 @@ def create_app(
     ``start_scheduler=False`` leaves recomputes to ``POST /plans/recompute``; ``flush_s``: how often
     buffered heartbeats are written to the store (at most what a crash loses)."""
     own_store = store is None
-    store = store or JobStore(settings.resolved_store_url, clock=clock, measure_alpha=settings.service_measure_alpha)
+    store = store or JobStore(settings.resolved_store_url, clock=clock)
     predictor = predictor or Predictor(
         settings.resolved_tracking_uri, settings.artifact_root, alias=settings.service_model_alias
     )

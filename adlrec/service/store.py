@@ -5,6 +5,10 @@ public method is one transaction, so nothing a client sends can leave the store 
 Plan ids come from an autoincrement key that is never reused (``AUTOINCREMENT`` on SQLite, a
 sequence on PostgreSQL), so they only grow, across restarts too.  Time comes from the injected
 ``clock`` (seconds since the epoch).
+
+Heartbeats do not come here one by one: :class:`adlrec.service.state.JobState` holds them in
+memory (with each job's running mean per worker count) and writes them in batches through
+:meth:`JobStore.write_beats`, as absolute values.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +68,7 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
-_PLAN_CACHE = 4096  # decoded plans kept in memory (each heartbeat reads its node's current plan)
+_PLAN_CACHE = 4096  # decoded plans kept in memory (plan reads and history pages decode each once)
 
 
 class StoreError(AdlrecError):
@@ -156,12 +159,9 @@ def _engine(url: str) -> Engine:
 class JobStore:
     """The service's durable state.  Thread-safe: each call opens its own transaction."""
 
-    def __init__(self, url: str, clock: Clock = time.time, measure_alpha: float = 0.5) -> None:
-        if not 0 < measure_alpha <= 1:
-            raise ValueError(f"measure_alpha must be in (0, 1], got {measure_alpha}")
+    def __init__(self, url: str, clock: Clock = time.time) -> None:
         self.url = url
         self.clock = clock
-        self.alpha = measure_alpha
         self.engine = _engine(url)
         self._sqlite = self.engine.dialect.name == "sqlite"
         # SQLite has one writer; serialising writes here avoids "database is locked" under load.
@@ -233,82 +233,6 @@ class JobStore:
             row = c.execute(select(jobs_t).where(jobs_t.c.job_id == spec.job_id)).one()
         return _job(row), old is None
 
-    def heartbeat(
-        self, job_id: str, throughput: float | None, workers: int | None, data_wait: float | None
-    ) -> tuple[JobRecord, Assignment, bool]:
-        """Record what a job measured; returns the job, what it should run with now, and whether
-        this heartbeat revived an expired job (the caller then asks for a recompute).
-
-        A heartbeat from an expired job brings it back (it had only been silent); a finished job
-        must register again.  A measured throughput (> 0) updates the running mean at that worker count.
-        """
-        now = self.clock()
-        with self._begin() as c:
-            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).first()
-            if row is None:
-                raise UnknownJob(f"no job {job_id!r}: register it first")
-            if row.status == FINISHED:
-                raise JobNotActive(f"job {job_id!r} has finished; register it again to get workers")
-            c.execute(
-                jobs_t.update()
-                .where(jobs_t.c.job_id == job_id)
-                .values(
-                    status=ACTIVE,
-                    last_seen=now,
-                    reported_workers=workers if workers is not None else row.reported_workers,
-                    reported_throughput=throughput,
-                    data_wait=data_wait,
-                )
-            )
-            if throughput is not None and throughput > 0 and workers is not None:
-                # 0 samples/s means "nothing measured yet" (a job's first beat), not a curve point
-                self._measure(c, job_id, workers, throughput, data_wait or 0.0)
-            job = replace(
-                _job(row),
-                status=ACTIVE,
-                last_seen=now,
-                reported_workers=workers if workers is not None else row.reported_workers,
-                reported_throughput=throughput,
-                data_wait=data_wait,
-            )
-            latest_id = self._latest_id(c, row.node)
-        return job, self._assignment(job, latest_id), row.status == EXPIRED
-
-    def _measure(self, c: Connection, job_id: str, workers: int, throughput: float, wait: float) -> None:
-        a = self.alpha
-        if self._upsert is not None:  # one statement where the database has INSERT ... ON CONFLICT
-            ins = self._upsert(points_t).values(
-                job_id=job_id, workers=workers, throughput=throughput, samples=1, data_wait=wait
-            )
-            c.execute(
-                ins.on_conflict_do_update(
-                    index_elements=[points_t.c.job_id, points_t.c.workers],
-                    set_={
-                        "throughput": a * ins.excluded.throughput + (1 - a) * points_t.c.throughput,
-                        "samples": points_t.c.samples + 1,
-                        "data_wait": a * ins.excluded.data_wait + (1 - a) * points_t.c.data_wait,
-                    },
-                )
-            )
-            return
-        old = c.execute(select(points_t).where(points_t.c.job_id == job_id, points_t.c.workers == workers)).first()
-        if old is None:
-            c.execute(
-                points_t.insert().values(
-                    job_id=job_id, workers=workers, throughput=throughput, samples=1, data_wait=wait
-                )
-            )
-            return
-        c.execute(
-            points_t.update()
-            .where(points_t.c.job_id == job_id, points_t.c.workers == workers)
-            .values(
-                throughput=a * throughput + (1 - a) * old.throughput,
-                samples=old.samples + 1,
-                data_wait=a * wait + (1 - a) * old.data_wait,
-            )
-        )
-
     def finish(self, job_id: str) -> JobRecord:
         now = self.clock()
         with self._begin() as c:
@@ -340,27 +264,6 @@ class JobStore:
         with self.engine.connect() as c:
             rows = c.execute(select(points_t).where(points_t.c.job_id == job_id).order_by(points_t.c.workers)).all()
         return [MeasuredPoint(r.workers, r.throughput, r.samples, r.data_wait) for r in rows]
-
-    def assignment(self, job_id: str) -> Assignment:
-        with self.engine.connect() as c:
-            row = c.execute(select(jobs_t).where(jobs_t.c.job_id == job_id)).first()
-            if row is None:
-                raise UnknownJob(f"no job {job_id!r}")
-            latest_id = self._latest_id(c, row.node)
-        return self._assignment(_job(row), latest_id)
-
-    def expire(self, ttl_s: float) -> list[str]:
-        """Mark active jobs silent for longer than ``ttl_s`` as expired; returns their ids."""
-        cutoff = self.clock() - ttl_s
-        with self._begin() as c:
-            ids = list(
-                c.execute(
-                    select(jobs_t.c.job_id).where(jobs_t.c.status == ACTIVE, jobs_t.c.last_seen < cutoff)
-                ).scalars()
-            )
-            if ids:
-                c.execute(jobs_t.update().where(jobs_t.c.job_id.in_(ids)).values(status=EXPIRED))
-        return ids
 
     def update_curves(self, curves: dict[str, tuple[tuple[float, ...], str]]) -> None:
         """Replace predicted curves (e.g. after the registered model moved): job id -> (curve, source)."""
@@ -517,17 +420,6 @@ class JobStore:
         if len(self._plans) >= _PLAN_CACHE:
             self._plans.clear()  # plans are immutable, so a cache this crude is still always right
         self._plans[rec.plan_id] = rec
-
-    def _assignment(self, job: JobRecord, latest_id: int | None) -> Assignment:
-        return assignment(job, self._plan_by_id(latest_id))
-
-    def _plan_by_id(self, plan_id: int | None) -> PlanRecord | None:
-        if plan_id is None:
-            return None
-        if plan_id in self._plans:
-            return self._plans[plan_id]
-        with self.engine.connect() as c:
-            return self._plan(c, plan_id)
 
 
 class _Tx:

@@ -42,6 +42,39 @@ def test_a_heartbeat_is_seen_at_once_and_stored_at_the_flush(opened):
     assert store.points("a") == state.points("a") and store.job("a") == state.job("a")
 
 
+def test_heartbeats_keep_a_running_mean_per_worker_count(opened):
+    _, store, clock = opened
+    state = JobState(store, clock, measure_alpha=0.25)  # the newest beat weighs a quarter
+    state.load()
+    state.register(spec("a"), DEFAULT)
+    clock.advance(5)
+    first = state.beat("a", 40.0, 2, 0.5)
+    state.beat("a", 60.0, 2, 0.3)
+    state.beat("a", 95.0, 3, None)
+    state.beat("a", 0.0, 4, None)  # nothing measured yet: no point at 4
+    assert first.job.last_seen == clock() and first.job.reported_workers == 2 and not first.revived
+    assert first.assignment.plan_id is None and first.assignment.workers == 2  # no plan yet: keep what it runs
+    state.flush()
+    (p2, p3) = store.points("a")
+    assert (p2.workers, p2.throughput, p2.samples, p2.data_wait) == (2, 45.0, 2, pytest.approx(0.45))
+    assert (p3.workers, p3.throughput, p3.samples, p3.data_wait) == (3, 95.0, 1, 0.0)
+    job = store.job("a")
+    assert (job.last_seen, job.reported_workers, job.reported_throughput) == (clock(), 4, 0.0)
+
+
+def test_unknown_and_finished_jobs_are_refused(opened):
+    state, store, _ = opened
+    assert state.beat("nope", 1.0, 1, None) is None
+    with pytest.raises(UnknownJob, match="no job 'nope': register it first"):
+        state.check_closed("nope")
+    state.register(spec("a"), DEFAULT)
+    assert state.finish("a").status == FINISHED
+    assert state.beat("a", 1.0, 1, None) is None
+    with pytest.raises(JobNotActive, match="job 'a' has finished; register it again to get workers"):
+        state.check_closed("a")
+    assert state.flush() == 0 and store.points("a") == [] and store.job("a").status == FINISHED
+
+
 def test_a_failed_flush_loses_nothing_and_the_next_one_writes_it(opened):
     state, store, _ = opened
     state.register(spec("a"), DEFAULT)

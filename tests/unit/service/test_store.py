@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from adlrec.service.recompute import compute_plans
-from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, NodeInfo
-from adlrec.service.store import JobNotActive, JobStore, UnknownJob, metadata
+from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, MeasuredPoint, NodeInfo
+from adlrec.service.state import Beat, JobState
+from adlrec.service.store import JobStore, metadata
 from tests.service_helpers import ManualClock
 
 PG_URL = os.environ.get("ADLREC_TEST_POSTGRES_URL")
@@ -37,7 +38,7 @@ def make_store(request, tmp_path):
     opened = []
 
     def make(clock=None):
-        s = JobStore(url, clock=clock or ManualClock(), measure_alpha=0.5)
+        s = JobStore(url, clock=clock or ManualClock())
         opened.append(s)
         return s
 
@@ -48,6 +49,17 @@ def make_store(request, tmp_path):
 
 def spec(job_id: str, node: str = "n1", curve=(10.0, 50.0, 90.0, 100.0), **kw) -> JobSpec:
     return JobSpec(job_id=job_id, node=node, curve=curve, curve_source="explicit", **kw)
+
+
+def beat(store: JobStore, job_id: str, throughput: float | None, workers: int | None, wait=None) -> Beat:
+    """One heartbeat as the service takes it: a JobState loaded from the store (as at a start) takes
+    it in memory and flushes it to the store."""
+    state = JobState(store, store.clock, measure_alpha=0.5)
+    state.load()
+    b = state.beat(job_id, throughput, workers, wait)
+    assert b is not None, f"{job_id!r} is not an open job"
+    state.flush()
+    return b
 
 
 def test_register_creates_the_node_with_default_budgets_and_keeps_order(make_store):
@@ -61,36 +73,15 @@ def test_register_creates_the_node_with_default_budgets_and_keeps_order(make_sto
 
 def test_registering_again_replaces_the_spec_and_forgets_measurements(make_store):
     store = make_store()
-    store.register(spec("a"), DEFAULT)
-    store.heartbeat("a", 70.0, 2, 0.2)
+    a, _ = store.register(spec("a"), DEFAULT)
+    store.write_beats(
+        [replace(a, reported_workers=2, reported_throughput=70.0, data_wait=0.2)],
+        [("a", MeasuredPoint(2, 70.0, 1, 0.2))],
+    )
+    assert store.points("a") == [MeasuredPoint(2, 70.0, 1, 0.2)] and store.job("a").reported_workers == 2
     job, created = store.register(spec("a", gpus=2), DEFAULT)
     assert not created and job.spec.gpus == 2 and store.points("a") == []
-
-
-def test_heartbeats_keep_a_running_mean_per_worker_count(make_store):
-    clock = ManualClock()
-    store = make_store(clock)
-    store.register(spec("a"), DEFAULT)
-    clock.advance(5)
-    job, a, revived = store.heartbeat("a", 40.0, 2, 0.5)
-    store.heartbeat("a", 60.0, 2, 0.3)
-    store.heartbeat("a", 95.0, 3, None)
-    store.heartbeat("a", 0.0, 4, None)  # nothing measured yet: no point at 4
-    (p2, p3) = store.points("a")
-    assert (p2.workers, p2.throughput, p2.samples, p2.data_wait) == (2, 50.0, 2, pytest.approx(0.4))
-    assert (p3.workers, p3.throughput, p3.samples) == (3, 95.0, 1)
-    assert job.last_seen == clock() and job.reported_workers == 2 and store.job("a").reported_workers == 4
-    assert a.plan_id is None and a.workers == 2 and not revived  # no plan yet: keep what it runs
-
-
-def test_unknown_and_finished_jobs_are_refused(make_store):
-    store = make_store()
-    with pytest.raises(UnknownJob):
-        store.heartbeat("nope", 1.0, 1, None)
-    store.register(spec("a"), DEFAULT)
-    assert store.finish("a").status == FINISHED
-    with pytest.raises(JobNotActive):
-        store.heartbeat("a", 1.0, 1, None)
+    assert (job.reported_workers, job.reported_throughput) == (None, None) and store.job("a") == job
 
 
 def test_silent_jobs_expire_and_a_heartbeat_brings_them_back(make_store):
@@ -99,13 +90,17 @@ def test_silent_jobs_expire_and_a_heartbeat_brings_them_back(make_store):
     store.register(spec("a"), DEFAULT)
     store.register(spec("b"), DEFAULT)
     clock.advance(50)
-    store.heartbeat("b", None, None, None)
+    assert not beat(store, "b", None, None).revived
     clock.advance(20)
-    assert store.expire(60) == ["a"]
+    state = JobState(store, clock)
+    state.load()
+    assert state.expire(60) == ["a"] and store.job("a").status == ACTIVE  # in memory until the flush
+    state.flush()
     assert store.job("a").status == EXPIRED and store.job("b").status == ACTIVE
     assert [j.job_id for j in store.snapshot().jobs] == ["b"]
-    assert store.heartbeat("a", None, 1, None)[2] is True
-    assert store.job("a").status == ACTIVE
+    back = beat(store, "a", None, 1)  # a JobState loaded after the expiry holds "a" as expired
+    assert back.revived and back.job.status == ACTIVE
+    assert store.job("a").status == ACTIVE and store.job("a").last_seen == clock()
 
 
 def test_plan_ids_only_grow_and_history_pages_newest_first(make_store):
@@ -113,7 +108,7 @@ def test_plan_ids_only_grow_and_history_pages_newest_first(make_store):
     store.register(spec("a"), DEFAULT)
     ids = []
     for w in range(1, 4):
-        store.heartbeat("a", 1000.0 * w, w, None)  # each measurement makes a different worker count best
+        beat(store, "a", 1000.0 * w, w)  # each measurement makes a different worker count best
         stored = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
         ids += [p.plan_id for p in stored]
     assert ids == sorted(ids) and len(ids) == 3
@@ -121,7 +116,7 @@ def test_plan_ids_only_grow_and_history_pages_newest_first(make_store):
     page2 = store.plans(node="n1", before=page1[-1].plan_id, limit=2)
     assert [p.plan_id for p in page1 + page2] == ids[::-1]
     assert store.latest_plan("n1").plan_id == ids[-1]
-    _, a, _ = store.heartbeat("a", None, None, None)
+    a = beat(store, "a", None, None).assignment  # answered from the node's latest stored plan
     assert a.plan_id == ids[-1] and a.workers == store.latest_plan("n1").plan.workers["a"]
 
 
@@ -129,7 +124,7 @@ def test_everything_survives_reopening_and_ids_keep_growing(make_store):
     clock = ManualClock()
     store = make_store(clock)
     store.register(spec("a"), DEFAULT)
-    store.heartbeat("a", 77.0, 1, 0.1)
+    beat(store, "a", 77.0, 1, 0.1)
     (first,) = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
     store.finish("a")
     store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))  # the empty plan
@@ -165,13 +160,12 @@ def test_new_curves_replace_predicted_ones(make_store):
 
 
 def test_write_beats_writes_job_state_and_absolute_points_in_one_go(make_store):
-    from adlrec.service.records import MeasuredPoint
-
     clock = ManualClock()
     store = make_store(clock)
     a, _ = store.register(spec("a"), DEFAULT)
     b, _ = store.register(spec("b"), DEFAULT)
-    store.heartbeat("a", 50.0, 1, 0.5)  # an existing point, replaced below
+    beat(store, "a", 50.0, 1, 0.5)  # an existing point, replaced below
+    assert store.points("a") == [MeasuredPoint(1, 50.0, 1, 0.5)]
     store.finish("b")
     seen = replace(a, last_seen=clock() + 9, reported_workers=2, reported_throughput=70.0)
     gone = replace(b, status=ACTIVE, last_seen=clock() + 9)
@@ -191,7 +185,7 @@ def test_latest_plans_are_each_nodes_newest(make_store):
     store.register(spec("a"), DEFAULT)
     store.register(spec("b", node="n2"), DEFAULT)
     first = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
-    store.heartbeat("a", 1000.0, 1, None)
+    beat(store, "a", 1000.0, 1)
     (second,) = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
     latest = store.latest_plans()
     assert latest["n1"].plan_id == second.plan_id and latest["n2"].plan_id == first[1].plan_id
@@ -204,7 +198,7 @@ def test_plans_are_stored_as_their_to_dict_says(make_store):
     store = make_store()
     store.register(spec("a", max_workers=3, mem_per_worker_mb=5), DEFAULT)
     store.register(spec("b"), DEFAULT)
-    store.heartbeat("a", 95.0, 2, None)
+    beat(store, "a", 95.0, 2)
     (o,) = compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.05)
     assert plan_dict(o.plan) == o.plan.to_dict() and request_dict(o.request) == o.request.to_dict()
     (stored,) = store.add_plans([o])
