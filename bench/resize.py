@@ -1,10 +1,11 @@
 """The wait a training loop sees at a resize, in batch times: make-before-break vs rebuilding the loader.
 
-    python bench/resize.py [--repeats 3] [--sample-ms 1.5,6] [--batch-size 8] [--step-ms 3]
+    python bench/resize.py [--repeats 3] [--sample-ms 1.5,6,0.2+4] [--batch-size 8] [--step-ms 3]
                            [--changes 1:2,2:4,4:1,0:2] [--window 30]
 
 Each sample costs real CPU in the worker (pure-Python arithmetic, ~``--sample-ms``; one table row
-group per value); the loop's step is an emulated accelerator (a sleep of ``--step-ms``).  For each worker-count change a->b, one run:
+group per value); a value ``CPU+IO`` adds ``IO`` ms of waiting per sample (a sleep, as a read from
+remote storage: a loader bound by I/O, whose workers do not compete for the cores); the loop's step is an emulated accelerator (a sleep of ``--step-ms``).  For each worker-count change a->b, one run:
 ``--window`` batches at ``a`` workers, the change, then batches until the new pool has served
 ``--window`` of them.  Workers start with ``--start-method`` (fork by default).
 
@@ -21,7 +22,11 @@ wait after) (the median wait of the 10 batches before the change, and of the las
 batch served at the old pool's normal pace is not counted as a stall:
   longest  the longest single wait over the baseline (the change call counts as part of the first)
   total    all the waiting over the baseline (change call + sum of the excesses)
-The goal is make-before-break longest <= 1 batch time.  Medians over ``--repeats``; asserts nothing.
+The goal is make-before-break longest <= 1 batch time.  The last column is the control: the same
+loader measured the same way over as many batches with no resize, at ``a`` and at ``b`` workers, the
+larger of the two longest waits, in the row's batch time: what this machine shows anyway (on 2 cores with batches of a few ms,
+and more workers than cores, it is not 0).  Medians over
+``--repeats``; asserts nothing.
 """
 
 from __future__ import annotations
@@ -46,16 +51,18 @@ START = {"method": "fork"}  # set from --start-method
 
 
 class Busy(Dataset):
-    """``n`` samples of a small tensor, each after ``work`` iterations of Python arithmetic."""
+    """``n`` samples of a small tensor, each after ``work`` iterations of Python arithmetic and ``io_s`` of sleep."""
 
-    def __init__(self, n: int, work: int) -> None:
-        self.n, self.work = n, work
+    def __init__(self, n: int, work: int, io_s: float = 0.0) -> None:
+        self.n, self.work, self.io_s = n, work, io_s
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i: int) -> torch.Tensor:
         acc = i
+        if self.io_s:
+            time.sleep(self.io_s)
         for j in range(self.work):
             acc = (acc * 31 + j) % 1_000_003
         return torch.full((16,), float(acc))
@@ -77,6 +84,7 @@ class Run:
     worst_wait_s: float  # longest wait over the baseline just after the change (the call included)
 
     total_wait_s: float  # all the waiting over the baseline for the K batches just after the change
+    after: int = 0  # batches measured after the change
 
     @property
     def longest(self) -> float:
@@ -100,11 +108,13 @@ def drive(batches: Iterator, count: int, step_s: float) -> tuple[list[float], li
     return waits, times
 
 
-def summarise(waits_before: list[float], before: list[float], call_s: float, after: list[float], b: int) -> Run:
+def summarise(
+    waits_before: list[float], before: list[float], call_s: float, after: list[float], b: int, n: int = 0
+) -> Run:
     base = max(statistics.median(waits_before[-10:]), statistics.median(after[-10:]))
     excess = [max(0.0, w - base) for w in after]
     excess[0] += call_s
-    return Run(batch_s=statistics.median(before), call_s=call_s, worst_wait_s=max(excess), total_wait_s=sum(excess))
+    return Run(statistics.median(before), call_s, max(excess), sum(excess), n or len(after))
 
 
 def make_before_break(
@@ -130,7 +140,19 @@ def make_before_break(
             after += w
             if switch is None and loader.serving_workers == b:
                 switch = len(after)
-    return summarise(waits_before, before, call_s, after, b), switch
+    return summarise(waits_before, before, call_s, after, b, len(after)), switch
+
+
+def steady(ds: Dataset, bs: int, a: int, window: int, step_s: float, count: int) -> Run:
+    """The control: the same loader and measurement with no resize, over ``count`` batches after the point
+    where the change would be.  Its longest wait is this machine's noise floor for the row."""
+    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=START["method"])
+    with loader:
+        it = iter(loader)
+        drive(it, 10, step_s)
+        waits_before, before = drive(it, window, step_s)
+        after, _ = drive(it, count, step_s)
+    return summarise(waits_before, before, 0.0, after, a)
 
 
 def rebuild(ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float) -> Run:
@@ -158,7 +180,7 @@ def rebuild(ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float) ->
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sample-ms", default="1.5,6", help="comma-separated per-sample CPU costs")
+    ap.add_argument("--sample-ms", default="1.5,6,0.2+4", help="comma-separated per-sample costs: CPU ms, or CPU+IO ms")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--step-ms", type=float, default=3.0)
     ap.add_argument("--window", type=int, default=30)
@@ -179,10 +201,13 @@ def main() -> int:
         title_justify="left",
     )
     cols = ("sample", "change", "batch time", "mbb switch", "mbb call", "mbb longest", "mbb total", "rebuild call")
-    for col in (*cols, "rebuild longest", "rebuild total", "longest: rebuild / mbb"):
+    for col in (*cols, "rebuild longest", "rebuild total", "longest: rebuild / mbb", "no resize longest"):
         table.add_column(col, justify="left" if col in ("sample", "change") else "right")
-    for sample_ms in (float(x) for x in args.sample_ms.split(",")):
-        ds = Busy((10 + args.window + args.max_after) * args.batch_size, calibrate(sample_ms))
+    for sample in args.sample_ms.split(","):
+        cpu_ms, _, io_ms = sample.partition("+")
+        ds = Busy(
+            (10 + args.window + args.max_after) * args.batch_size, calibrate(float(cpu_ms)), float(io_ms or 0) / 1e3
+        )
         for a, b in changes:
             runs = [
                 make_before_break(ds, args.batch_size, a, b, args.window, step_s, args.handover)
@@ -191,10 +216,17 @@ def main() -> int:
             mbb = [r for r, _ in runs]
             switches = [sw for _, sw in runs]
             reb = [rebuild(ds, args.batch_size, a, b, args.window, step_s) for _ in range(args.repeats)]
+            count = round(statistics.median(r.after for r in mbb))
+            # in the row's unit: the batch time before the change (at ``a`` workers)
+            ctl = [
+                max(steady(ds, args.batch_size, n, args.window, step_s, count).worst_wait_s for n in (a, b))
+                / statistics.median(r.batch_s for r in mbb)
+                for _ in range(args.repeats)
+            ]
             m_long = statistics.median(r.longest for r in mbb)
             r_long = statistics.median(r.longest for r in reb)
             table.add_row(
-                f"{sample_ms} ms",
+                f"{cpu_ms}+{io_ms} ms" if io_ms else f"{cpu_ms} ms",
                 f"{a} -> {b}",
                 f"{1e3 * statistics.median(r.batch_s for r in mbb):.1f} ms",
                 "never" if None in switches else f"+{statistics.median(switches):.0f}",
@@ -205,6 +237,7 @@ def main() -> int:
                 f"{r_long:.2f}",
                 f"{statistics.median(r.total for r in reb):.2f}",
                 f"{r_long / m_long:.1f}x" if m_long > 0.005 else "-",
+                f"{statistics.median(ctl):.2f}",
             )
     Console(width=170).print(table)
     return 0
