@@ -15,6 +15,11 @@ Each table also shows `bound`: the same trace with cores enough for every job to
 which no allocation of the real node can beat (the headroom over even).
 Then the same traces under other assumptions (fewer cores per GPU, the "busy" contention model, a
 main process that never slows), so it shows which assumption gives which figure.
+
+Between the two, a second workload that is not ours (skipped if profiles/published/synergy.json is absent):
+  curves    Synergy's published CPU-sensitivity tables, measured on GPU servers (profiles/published/
+            synergy.json: 10 models, image/language/speech drawn 34/33/33% as in Synergy's simulator)
+  node      Synergy's server: 8 GPUs, 24 cores; the trace otherwise as above
 """
 
 from __future__ import annotations
@@ -46,20 +51,21 @@ from adlrec.simulate import (
 from adlrec.simulate.contention import saturation_workers
 from adlrec.simulate.curves import pipeline_params
 from adlrec.simulate.generate import trace_profiles
+from adlrec.simulate.published import load_published
 
 ORDER = ["even", "proportional", "fixed", "greedy", "maxmin", "optimal"]
 BETTER = {"throughput_vs_base_pct": max, "makespan_vs_base_pct": max, "mean_jct_s": min}
 
 
-def run(seeds, jobs, files, catalog, node, config, **spec):
-    """Comparison rows per seed (the trace is drawn for the 32-core node and replayed on ``node``).
+def run(seeds, jobs, files, catalog, node, config, draw_node=None, **spec):
+    """Comparison rows per seed (the trace is drawn for ``draw_node``, the 32-core node, and replayed on ``node``).
 
     Each seed also gets a ``bound`` row: the same trace on the same GPUs with cores enough for every
     job to run at its peak at once, so no allocation can do better (busy GPUs per held GPU is 1).
     """
     out = {}
     for seed in seeds:
-        rows = generate_trace(files, Node(), TraceSpec(jobs=jobs, seed=seed, **spec))
+        rows = generate_trace(files, draw_node or Node(), TraceSpec(jobs=jobs, seed=seed, **spec))
         trace = build_jobs(rows, catalog, node)
         runs = compare_policies(trace, {n: POLICIES[n] for n in ORDER}, node, config)
         roomy = replace(node, cores=sum(saturation_workers(j.curve) + j.main_cores for j in trace))
@@ -173,6 +179,22 @@ def main() -> int:
         "optimal at least as good as every policy on every trace (throughput, makespan, mean JCT): "
         + ("yes" if not misses else "no: " + "; ".join(misses))
     )
+
+    published = args.profiles / "published" / "synergy.json"
+    if published.is_file():
+        models = load_published(published)
+        need = sorted(m.workers_to_peak() for _, m in models)
+        console.print(
+            f"published workload: {len(models)} models from {published}; loader workers per GPU to reach the "
+            f"peak: median {statistics.median(need):.1f}, range {need[0]}..{need[-1]}"
+        )
+        server = Node(cores=24)
+        per_seed = run(args.seeds, args.jobs, models, catalog, server, base, draw_node=server)
+        console.print(summary(f"summary over seeds {args.seeds}: Synergy's curves, 8 GPUs, 24 cores", per_seed))
+        console.print(headroom(per_seed))
+        console.print(versus(per_seed))
+        misses = optimal_is_best(per_seed)
+        console.print("optimal best on every trace: " + ("yes" if not misses else "no: " + "; ".join(misses)))
 
     variants = [
         ("same traces, 24 cores (3 per GPU)", replace(node, cores=24), base, {}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from pathlib import Path
 
@@ -21,7 +22,8 @@ def add_commands(sub) -> None:
         description="Discrete-event replay of a CSV trace (docs/simulate.md) on one node: jobs queue for GPUs, "
         "the policy re-decides loader workers at arrivals, completions and every --interval seconds, CPU "
         "oversubscription slows every process, and each worker-count change costs --resize-s of progress. "
-        "Curves are derived from the measured profiles the trace names.",
+        "Curves are derived from the measured profiles the trace names, or read from the published tables "
+        "in PROFILES/published/ (names like synergy:res18).",
     )
     sim.add_argument(
         "trace", type=Path, help="the trace CSV (job_id,arrival_s,work_samples,profile,gpus,requested_workers)"
@@ -96,6 +98,13 @@ def add_commands(sub) -> None:
     gen.add_argument("--min-minutes", type=pos_float, default=10.0, help="shortest job at full speed (default 10)")
     gen.add_argument("--max-minutes", type=pos_float, default=120.0, help="longest job at full speed (default 120)")
     gen.add_argument("--include-cpu", action="store_true", help="also draw profiles measured with --device cpu")
+    gen.add_argument(
+        "--curves",
+        default="measured",
+        metavar="SOURCE",
+        help="draw from the measured profiles (measured, the default) or from a published table in "
+        "PROFILES/published/ by name (e.g. synergy: Synergy's GPU-server curves)",
+    )
     sim.set_defaults(handler=_cmd_simulate)
     tr.set_defaults(handler=_cmd_trace)
 
@@ -172,7 +181,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         f"main-cpu {config.main_cpu:g}",
         soft_wrap=True,
     )
-    console.print("curves derived from measured profile parameters (docs/simulate.md), not measured on this node")
+    console.print(
+        "curves derived from measured profile parameters, or read from published tables (docs/simulate.md); "
+        "not measured on this node",
+        soft_wrap=True,
+    )
     console.print(comparison_table(table_rows, title="policies compared"))
     console.print(
         "throughput: normalised samples/s per GPU held by jobs (thr./held GPU), vs the baseline; makespan: "
@@ -205,6 +218,13 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from adlrec.simulate.generate import trace_profiles
 
     files, _ = _profiles(args.profiles)
+    source = f"profiles drawn from {args.profiles}"
+    derived = (
+        "curves derived from measured profile parameters (docs/simulate.md): the simulator extends each to its node"
+    )
+    if args.curves != "measured":
+        files, source = _published(args.profiles, args.curves)
+        derived = "curves from a published table (docs/simulate.md), read by the simulator for its node"
     node = Node(cores=args.cores, gpus=args.gpus)
     try:
         spec = TraceSpec(
@@ -224,11 +244,23 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         f"adlrec {shlex.join(args.argv)}",
         f"{spec.jobs} jobs, seed {spec.seed}, offered GPU load {spec.load:g} on {node.gpus} GPUs, "
         f"{spec.min_minutes:g}-{spec.max_minutes:g} min at full speed, num_workers={spec.num_workers} per rank",
-        f"profiles drawn from {args.profiles}: {', '.join(drawn)}",
-        "curves derived from measured profile parameters (docs/simulate.md): the simulator extends each to its node",
+        f"{source}: {', '.join(drawn)}",
+        derived,
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(format_trace(rows, comments))
     print(f"wrote {len(rows)} jobs to {args.out} (profiles: {', '.join(drawn)})")
-    print("curves derived from measured profile parameters: the simulator extends each to the node's worker range")
+    print(derived)
     return 0
+
+
+def _published(folder: Path, name: str):
+    """The models of the published table ``name`` in ``folder/published/``, and a line saying where from."""
+    from adlrec.simulate.published import load_published, published_files
+
+    tables = {p.stem: p for p in published_files(folder)}
+    if name not in tables:
+        known = ", ".join(["measured", *sorted(tables)])
+        raise UsageError(f"--curves {name!r}: no table {folder / 'published' / (name + '.json')}; choose from {known}")
+    source = json.loads(tables[name].read_text()).get("source", "")
+    return load_published(tables[name]), f"published table {name} ({source})"

@@ -21,10 +21,21 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Protocol
 
 from adlrec.schemas import Profile
 
-__all__ = ["PipelineParams", "job_curve", "pipeline_params", "rank_rate"]
+__all__ = ["PipelineParams", "RankModel", "job_curve", "pipeline_params", "rank_rate"]
+
+
+class RankModel(Protocol):
+    """What a job's curve is built from: one rank's rate by workers (``PipelineParams`` from a measured
+    profile, or ``PublishedRank`` from a published table)."""
+
+    @property
+    def mem_per_worker_mb(self) -> int: ...
+
+    def rate(self, workers: int) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,9 @@ class PipelineParams:
     serial_rate: float  # P0: samples/s of the loader in the training process (0 workers)
     worker_rate: float  # p: samples/s of one loader worker
     mem_per_worker_mb: int  # median measured unique memory per worker, whole MB rounded up (at least 1)
+
+    def rate(self, workers: int) -> float:
+        return rank_rate(self, workers)
 
 
 def pipeline_params(profile: Profile) -> PipelineParams:
@@ -62,10 +76,10 @@ def rank_rate(params: PipelineParams, workers: int) -> float:
     return min(params.ceiling, params.worker_rate * workers)
 
 
-def job_curve(params: PipelineParams, gpus: int, max_workers: int) -> tuple[float, ...]:
+def job_curve(params: RankModel, gpus: int, max_workers: int) -> tuple[float, ...]:
     """The job's samples/s against its total workers ``W = 0..max_workers`` over ``gpus`` ranks."""
     out = []
     for w in range(max_workers + 1):
         q, r = divmod(w, gpus)
-        out.append((gpus - r) * rank_rate(params, q) + r * rank_rate(params, q + 1))
+        out.append((gpus - r) * params.rate(q) + r * params.rate(q + 1))
     return tuple(out)

@@ -1,4 +1,4 @@
-"""A seeded generator of job traces whose curves come from measured profiles.
+"""A seeded generator of job traces whose curves come from measured profiles (or a published table).
 
 Ours (the seed publishes no workload).  For each job, drawn with ``random.Random(seed)``:
 
@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adlrec.schemas import Profile
-from adlrec.simulate.curves import job_curve, pipeline_params
+from adlrec.simulate.curves import job_curve
+from adlrec.simulate.published import PublishedRank
 from adlrec.simulate.records import Node
-from adlrec.simulate.trace import TraceRow
+from adlrec.simulate.trace import Curves, TraceRow, rank_model
 
 __all__ = ["TraceSpec", "generate_trace", "trace_profiles"]
 
@@ -50,13 +51,19 @@ class TraceSpec:
             raise ValueError("gpu_mix needs (gpus >= 1, probability >= 0) pairs with a positive total")
 
 
-def trace_profiles(files: Sequence[tuple[str, Profile]], include_cpu: bool = False) -> list[tuple[str, Profile]]:
+def trace_profiles(files: Sequence[tuple[str, Curves]], include_cpu: bool = False) -> list[tuple[str, Curves]]:
     """The profiles a trace may draw, by name (``profile_files``: the file stem), sorted."""
-    return sorted((name, p) for name, p in files if include_cpu or p.device.kind != "cpu")
+    return sorted(
+        ((name, p) for name, p in files if include_cpu or not isinstance(p, Profile) or p.device.kind != "cpu"),
+        key=lambda item: item[0],
+    )
 
 
-def generate_trace(files: Sequence[tuple[str, Profile]], node: Node, spec: TraceSpec) -> list[TraceRow]:
-    """Draw ``spec.jobs`` jobs for ``node`` from named profiles; the same inputs give the same trace."""
+def generate_trace(files: Sequence[tuple[str, Curves]], node: Node, spec: TraceSpec) -> list[TraceRow]:
+    """Draw ``spec.jobs`` jobs for ``node`` from named curves; the same inputs give the same trace.
+
+    Measured profiles are drawn uniformly; a published table's models by their ``share`` (its task
+    shares split evenly over each task's models)."""
     profiles = trace_profiles(files, spec.include_cpu)
     if not profiles:
         raise ValueError("no profiles to draw from" + ("" if spec.include_cpu else " (accelerator profiles only)"))
@@ -66,13 +73,17 @@ def generate_trace(files: Sequence[tuple[str, Profile]], node: Node, spec: Trace
     a, b = spec.min_minutes * 60, spec.max_minutes * 60
     mean_len = a if a == b else (b - a) / math.log(b / a)
     gap = mean_gpus * mean_len / (spec.load * node.gpus)
+    shares = [p.share if isinstance(p, PublishedRank) else 1.0 for _, p in profiles]
     rng = random.Random(spec.seed)
     rows, t = [], 0.0
     for i in range(spec.jobs):
-        name, profile = profiles[rng.randrange(len(profiles))]
+        if len(set(shares)) == 1:  # uniform: one randrange, so traces drawn before shares existed stay the same
+            name, profile = profiles[rng.randrange(len(profiles))]
+        else:
+            name, profile = rng.choices(profiles, weights=shares)[0]
         gpus = rng.choices([g for g, _ in mix], weights=[p for _, p in mix])[0]
         length = math.exp(rng.uniform(math.log(a), math.log(b)))
-        peak = max(job_curve(pipeline_params(profile), gpus, node.cores))
+        peak = max(job_curve(rank_model(profile), gpus, node.cores))
         if i:
             t += rng.expovariate(1.0 / gap)
         rows.append(TraceRow(f"job{i:03d}", round(t, 1), round(length * peak), name, gpus, spec.num_workers))

@@ -17,7 +17,8 @@ from pathlib import Path
 from adlrec.errors import UsageError
 from adlrec.profile.library import load_profiles, profile_key
 from adlrec.schemas import Profile
-from adlrec.simulate.curves import job_curve, pipeline_params
+from adlrec.simulate.curves import RankModel, job_curve, pipeline_params
+from adlrec.simulate.published import PublishedRank, load_published, published_files
 from adlrec.simulate.records import Node, TraceJob
 
 __all__ = [
@@ -30,9 +31,12 @@ __all__ = [
     "profile_catalog",
     "profile_files",
     "profile_name",
+    "rank_model",
     "read_trace",
     "trace_hash",
 ]
+
+Curves = Profile | PublishedRank  # what a trace's profile column may name
 
 REQUIRED_COLUMNS = ("job_id", "arrival_s", "work_samples", "profile", "gpus", "requested_workers")
 OPTIONAL_COLUMNS = ("weight",)
@@ -63,19 +67,27 @@ def profile_files(folder: Path) -> list[tuple[str, Profile]]:
     return [(f.stem, p) for f, p in zip(files, load_profiles(folder), strict=True)]
 
 
-def profile_catalog(folder: Path) -> dict[str, Profile]:
-    """Every profile in ``folder`` under each name a trace may use for it.
+def rank_model(curves: Curves) -> RankModel:
+    """A rank's rate by workers: fitted to a measured profile, or a published table as it is."""
+    return curves if isinstance(curves, PublishedRank) else pipeline_params(curves)
+
+
+def profile_catalog(folder: Path) -> dict[str, Curves]:
+    """Every profile in ``folder`` under each name a trace may use for it, and every published model.
 
     Names: the file name, its stem, ``workload@device`` and the 10-character profile key.  A name that
     two profiles share (``workload@device`` for two parameter sets) is dropped: use the file name.
+    Published tables (``folder/published/*.json``) add ``<table>:<model>`` names.
     """
-    names: dict[str, Profile] = {}
+    names: dict[str, Curves] = {}
     shared: set[str] = set()
     for stem, p in profile_files(folder):
         for name in (f"{stem}.json", stem, profile_name(p), profile_key(p)):
             if name in names and names[name] != p:
                 shared.add(name)
             names[name] = p
+    for path in published_files(folder):
+        names.update(load_published(path))
     return {k: v for k, v in names.items() if k not in shared}
 
 
@@ -173,14 +185,15 @@ def format_trace(rows: Iterable[TraceRow], comments: Sequence[str] = ()) -> str:
 
 
 def build_jobs(
-    rows: Sequence[TraceRow], catalog: Mapping[str, Profile], node: Node, source: str = "trace"
+    rows: Sequence[TraceRow], catalog: Mapping[str, Curves], node: Node, source: str = "trace"
 ) -> list[TraceJob]:
-    """Each row as a job with its curve on ``node`` (derived from its profile, see curves.py)."""
+    """Each row as a job with its curve on ``node`` (derived from its profile, see curves.py, or
+    read from a published table, see published.py)."""
     jobs = []
     for r in rows:
         profile = catalog.get(r.profile)
         if profile is None:
-            known = sorted(k for k in catalog if "@" in k)
+            known = sorted(k for k in catalog if "@" in k or ":" in k)
             hint = f"e.g. a file stem, or one of {', '.join(known)}" if known else "the profiles folder has no profiles"
             raise UsageError(f"{source} line {r.line}, column profile: no profile named {r.profile!r} ({hint})")
         if r.gpus > node.gpus:
@@ -188,7 +201,7 @@ def build_jobs(
                 f"{source} line {r.line}, column gpus: the node has {node.gpus} GPUs, the job asks {r.gpus}"
             )
         try:
-            params = pipeline_params(profile)
+            params = rank_model(profile)
         except ValueError as exc:
             raise UsageError(f"{source} line {r.line}, column profile: {exc}") from None
         jobs.append(

@@ -78,3 +78,31 @@ def test_log_mlflow_records_one_run_with_metrics_per_policy(trace, profiles, sto
     assert len(run.data.params["trace_sha256"]) == 16 and run.data.params["node.cores"] == "8"
     assert {"even.makespan_s", "optimal.makespan_s", "optimal.throughput_vs_base_pct"} <= set(run.data.metrics)
     assert [a.path for a in tracker.client.list_artifacts(run.info.run_id)] == ["comparison.csv"]
+
+
+def test_a_trace_drawn_from_the_shipped_published_table_replays(tmp_path, capsys):
+    """The real profiles/published/synergy.json, copied beside a measured profile, end to end."""
+    from pathlib import Path
+
+    folder = tmp_path / "profiles"
+    (folder / "published").mkdir(parents=True)
+    shipped = Path(__file__).resolve().parents[2] / "profiles" / "published" / "synergy.json"
+    (folder / "published" / "synergy.json").write_text(shipped.read_text())
+    p = make_profile(throughputs=(10.0, 20.0, 15.0), device=DeviceSpec("emulate", 5.0), workload="fast")
+    (folder / "fast.json").write_text(json.dumps(p.to_dict()))
+    out = tmp_path / "syn.csv"
+    args = ["trace", "generate", "--curves", "synergy", "--jobs", "6", "--out", str(out), "--profiles", str(folder)]
+    assert main([*args, "--cores", "24", "--gpus", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert "curves from a published table" in printed and "fast" not in printed.split("profiles:")[1]
+    names = [line.split(",")[3] for line in out.read_text().splitlines()[5:]]
+    assert len(names) == 6 and all(n.startswith("synergy:") for n in names)
+    assert "msr-fiddle/synergy" in out.read_text()  # the trace says where its curves come from
+    assert main(["simulate", str(out), "--profiles", str(folder), "--cores", "24", "--gpus", "8"]) == 0
+    assert "│ optimal" in capsys.readouterr().out
+
+
+def test_an_unknown_published_table_is_a_one_line_error(profiles, capsys):
+    assert main(["trace", "generate", "--curves", "nope", "--profiles", str(profiles), *NODE]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--curves 'nope': no table" in err and "choose from measured" in err
