@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     service_measure_alpha: float = Field(default=0.5, gt=0, le=1)
     # Registry alias of the throughput model the service predicts with.
     service_model_alias: str = "champion"
-    # Log each job's heartbeats to an MLflow run of its own (experiment adlrec-live), every interval.
+    # Log each job's heartbeats to an MLflow run of its own (experiment adlrec-live): every interval, one
+    # point per metric, the mean of the heartbeats since the last one (and their number, `heartbeats`).
     service_live_runs: bool = True
     # Folder of the web UI's static files, served at /ui/; empty: the webapp/ folder of this checkout.
     service_webapp_dir: Path | None = None

@@ -493,33 +493,35 @@ class LiveSample:
 
 class LiveRuns:
     """One run per job in experiment ``adlrec-live``: created at its first sample, found again after a
-    restart by its ``adlrec.job_id`` tag, ended FINISHED (finished) or KILLED (expired)."""
+    restart by its ``adlrec.job_id`` tag, ended FINISHED (finished) or KILLED (expired).
+
+    At construction ONE paged search reads every RUNNING run of the experiment and keys it by its
+    job-id tag, so later lookups are memory only (a search per job would scan the growing runs table
+    once per job).  The writer process is the only one that creates or ends these runs, so the index
+    stays right; a job with two running runs (a crash between create and index) keeps the newest."""
 
     def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
         self.tracker = Tracker(tracking_uri, LIVE_EXPERIMENT, artifact_root)
         self.client = self.tracker.client
-        self._runs: dict[str, str] = {}  # job id -> run id
+        exp_id = self.tracker.experiment_id()
+        assert exp_id is not None
+        self.experiment_id = exp_id
+        self._runs: dict[str, str] = {}  # job id -> run id of its RUNNING run
+        for run in _all_runs(self.client, exp_id, "attributes.status = 'RUNNING'"):  # newest first
+            job_id = run.data.tags.get(LIVE_JOB_TAG)
+            if job_id is not None:
+                self._runs.setdefault(job_id, run.info.run_id)
 
-    def _find(self, job_id: str) -> str | None:
-        hit = self._runs.get(job_id)
-        if hit is not None:
-            return hit
-        found = self.client.search_runs(
-            [self.tracker.experiment_id()],
-            filter_string=f"tags.`{LIVE_JOB_TAG}` = '{job_id}' and attributes.status = 'RUNNING'",
-            max_results=1,
-        )
-        if found:
-            self._runs[job_id] = found[0].info.run_id
-            return found[0].info.run_id
-        return None
+    def known(self) -> dict[str, str]:
+        """Job id -> run id of every running run found or created so far."""
+        return dict(self._runs)
 
     def run_id(self, job_id: str, node: str) -> str:
         """The job's running run, created if it has none."""
-        run_id = self._find(job_id)
+        run_id = self._runs.get(job_id)
         if run_id is None:
             run = self.client.create_run(
-                self.tracker.experiment_id(), run_name=f"job-{job_id}", tags={LIVE_JOB_TAG: job_id, "adlrec.node": node}
+                self.experiment_id, run_name=f"job-{job_id}", tags={LIVE_JOB_TAG: job_id, "adlrec.node": node}
             )
             run_id = self._runs[job_id] = run.info.run_id
         return run_id
@@ -529,18 +531,21 @@ class LiveRuns:
         by_job: dict[str, list[LiveSample]] = {}
         for s in samples:
             by_job.setdefault(s.job_id, []).append(s)
-        n = 0
-        for job_id, group in by_job.items():
-            run_id = self.run_id(job_id, group[0].node)
-            metrics = [Metric(k, float(v), int(s.at * 1000), s.step) for s in group for k, v in s.metrics.items()]
-            for i in range(0, len(metrics), 900):
-                self.client.log_batch(run_id, metrics=metrics[i : i + 900])
-            n += len(metrics)
-        return n
+        return sum(self.log_job(job_id, group) for job_id, group in by_job.items())
+
+    def log_job(self, job_id: str, samples: list[LiveSample]) -> int:
+        """Log one job's samples into its run (created if needed); returns the number of metric values."""
+        if not samples:
+            return 0
+        run_id = self.run_id(job_id, samples[0].node)
+        metrics = [Metric(k, float(v), int(s.at * 1000), s.step) for s in samples for k, v in s.metrics.items()]
+        for i in range(0, len(metrics), 900):
+            self.client.log_batch(run_id, metrics=metrics[i : i + 900])
+        return len(metrics)
 
     def end(self, job_id: str, status: str) -> None:
         """End the job's run, if it has one: ``finished`` -> FINISHED, anything else (expired) -> KILLED."""
-        run_id = self._find(job_id)
+        run_id = self._runs.get(job_id)
         if run_id is not None:
             self.client.set_terminated(run_id, "FINISHED" if status == "finished" else "KILLED")
             self._runs.pop(job_id, None)

@@ -2,12 +2,21 @@
 
 A heartbeat only appends to a bounded buffer (no MLflow call on the request path).  Each
 :meth:`LiveLog.flush` hands what is buffered to a writer process, which logs one batch per job into
-that job's run (:class:`adlrec.tracking.LiveRuns`) at most every ``period_s`` and ends the runs of
-jobs that finished or expired.  A process, not a thread: logging to MLflow costs milliseconds of
-CPU per job and batch, which in a thread would hold the service's GIL for seconds at a time; the
-writer also runs at the lowest CPU priority, so under load it uses what the service leaves.
-Samples not yet written when the service dies are lost; the writer logs its failures with their
-traceback and reports counts back (values logged, failed writes, samples dropped from full buffers).
+that job's run (:class:`adlrec.tracking.LiveRuns`) about every ``period_s`` and ends the runs of
+jobs that finished or expired (with their last samples, at its next tick).  A process, not a thread:
+logging to MLflow costs milliseconds of CPU per job and batch, which in a thread would hold the
+service's GIL for seconds at a time; the writer also runs at the lowest CPU priority, so under load
+it uses what the service leaves.
+
+Each write of a job is one point per metric: the mean over the heartbeats since its last write (see
+:func:`mean_sample`), plus ``heartbeats``, their number.  The writer is paced, never a burst: each
+job is written once per ``period_s`` at its own phase
+(spread over the period by a hash of its id), so each tick writes about ``1/period_s`` of the jobs
+per second.  It starts with the service (the first flush, even an empty one), so the spawn and the
+MLflow import happen before the load, and it finds the jobs' running runs with one search then.
+Samples not yet written when the service dies are lost (at most about ``period_s`` of them); the
+writer logs its failures with their traceback and reports counts back (values logged, failed
+writes, samples dropped from full buffers).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import os
 import queue
 import threading
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,15 +85,16 @@ class LiveLog:
             self._steps.pop(job_id, None)
 
     def flush(self) -> LiveCounts:
-        """Hand what is buffered to the writer (started on first use); returns what it reported."""
+        """Hand what is buffered to the writer (started by the first call, even with nothing to hand
+        over: the service's first flush comes a second after it starts); returns what it reported."""
         with self._flush_lock:
             with self._lock:
                 samples, self._samples = list(self._samples), deque(maxlen=self.capacity)
                 ends, self._ends = list(self._ends), deque(maxlen=self.capacity)
                 dropped, self._dropped = self._dropped, 0
+            if self._proc is None:
+                self._start()
             if samples or ends:
-                if self._proc is None:
-                    self._start()
                 self._inbox.put((samples, ends))
             return self._collect(dropped)
 
@@ -125,43 +136,133 @@ class LiveLog:
         return LiveCounts(logged, failures, dropped)
 
 
+def _sqlite_wal() -> None:
+    """In the writer process only: SQLite connections (MLflow's store) use WAL with synchronous=NORMAL,
+    so a commit appends to the WAL without an fsync (one per checkpoint instead of several per
+    transaction, each of which also stalls the job store's fsyncs on the same disk).  A power cut can
+    lose the last commits, like the samples not yet written; the database stays consistent."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        if type(dbapi_conn).__module__.startswith("sqlite3"):
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+            except Exception:
+                log.warning("could not switch the MLflow SQLite store to WAL", exc_info=True)
+            finally:
+                cur.close()
+
+
+def mean_sample(batch: list[_Sample]) -> _Sample:
+    """One point for a job's heartbeats since its last write: each metric's mean over the heartbeats
+    that reported it, ``heartbeats`` their number, at the last one's time and step.
+
+    MLflow's store spends CPU on every value it logs; logging each heartbeat of 1,000 jobs beating
+    every second kept the writer busy for a whole load run and still fell behind (docs/service.md)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for _, _, _, _, metrics in batch:
+        for k, v in metrics.items():
+            sums[k] = sums.get(k, 0.0) + v
+            counts[k] = counts.get(k, 0) + 1
+    job_id, node, at, step, _ = batch[-1]
+    return job_id, node, at, step, {k: sums[k] / counts[k] for k in sums} | {"heartbeats": float(len(batch))}
+
+
+def _phase(job_id: str) -> float:
+    """Where in the period a job's writes fall, in [0, 1): stable across restarts, spread evenly."""
+    return zlib.crc32(job_id.encode()) / 2**32
+
+
 def _write(tracking_uri: str, artifact_root: Path | None, inbox: Any, outbox: Any, period_s: float, cap: int) -> None:
-    """The writer process: collect batches, write them at most every ``period_s``, stop on None."""
+    """The writer process: hold samples per job, write each job once per ``period_s`` at its own
+    phase (a job that ended: at the next tick), everything on None, then stop."""
     try:
         os.nice(19)
     except OSError:
         pass
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if tracking_uri.startswith("sqlite:"):
+        _sqlite_wal()
     from adlrec.tracking import LiveRuns, LiveSample  # mlflow is heavy: import it only here
 
-    runs = None
-    samples: deque[_Sample] = deque(maxlen=cap)
-    ends: list[tuple[str, str]] = []
-    dropped, last, stop = 0, float("-inf"), False
-    while not stop:
-        due = last + period_s
+    def connect() -> Any:
         try:
-            item = inbox.get(timeout=max(0.0, due - time.monotonic()) if samples or ends else None)
-        except queue.Empty:
-            item = ()
-        if item is None:
-            stop = True
-        elif item:
-            new, new_ends = item
-            dropped += max(0, len(samples) + len(new) - cap)
-            samples.extend(new)
-            ends += new_ends
-        if not (samples or ends) or not (stop or time.monotonic() >= due):
-            continue
-        last = time.monotonic()
-        batch, batch_ends, samples, ends = list(samples), ends, deque(maxlen=cap), []
-        try:
-            runs = runs or LiveRuns(tracking_uri, artifact_root)
-            n = runs.log([LiveSample(*s) for s in batch])
-            for job_id, status in batch_ends:
-                runs.end(job_id, status)
-            outbox.put((n, 0, dropped))
+            return LiveRuns(tracking_uri, artifact_root)  # one search finds the jobs' running runs
         except Exception:
-            log.exception("logging live metrics to MLflow failed; %d sample(s) lost", len(batch))
-            outbox.put((0, 1, dropped))
+            log.exception("connecting to MLflow for live metrics failed; retrying at the next write")
+            outbox.put((0, 1, 0))
+            return None
+
+    runs = connect()  # at start, before any load: the import, the connection, the run index
+    tick = max(0.05, min(1.0, period_s / 10))
+    pending: dict[str, list[_Sample]] = {}  # job id -> samples not yet written
+    due: dict[str, float] = {}  # job id -> when its samples are next written
+    ends: dict[str, str] = {}  # job id -> how it ended (finished, expired)
+    held = dropped = 0
+    stop = False
+    while not stop:
+        items = []
+        try:
+            items.append(inbox.get(timeout=tick))
+            while True:  # catch up with everything already sent
+                items.append(inbox.get_nowait())
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        for item in items:
+            if item is None:
+                stop = True
+                continue
+            new, new_ends = item
+            for sample in new:
+                if held >= cap:
+                    dropped += 1
+                    continue
+                job_id = sample[0]
+                if job_id not in due:
+                    due[job_id] = now + period_s * _phase(job_id)
+                pending.setdefault(job_id, []).append(sample)
+                held += 1
+            for job_id, status in new_ends:
+                ends[job_id] = status
+        todo = [j for j in set(pending) | set(ends) if stop or j in ends or due.get(j, now) <= now]
+        if not todo:
+            if dropped:
+                outbox.put((0, 0, dropped))
+                dropped = 0
+            continue
+        runs = runs or connect()
+        n = failures = 0
+        if runs is None:  # connect() logged why and counted the failure
+            lost = sum(len(pending.pop(j, [])) for j in todo)
+            held -= lost
+            for j in todo:
+                due[j] = now + period_s
+                ends.pop(j, None)
+            log.error("%d live sample(s) of %d job(s) lost: no connection to MLflow", lost, len(todo))
+            outbox.put((0, 0, dropped))
+            dropped = 0
+            continue
+        for job_id in todo:
+            batch = pending.pop(job_id, [])
+            held -= len(batch)
+            status = ends.pop(job_id, None)
+            if status is None:
+                due[job_id] = now + period_s
+            else:
+                due.pop(job_id, None)
+            try:
+                if batch:
+                    n += runs.log_job(job_id, [LiveSample(*mean_sample(batch))])
+                if status is not None:
+                    runs.end(job_id, status)
+            except Exception:
+                failures += 1
+                log.exception("logging live metrics of job %s to MLflow failed; %d sample(s) lost", job_id, len(batch))
+        outbox.put((n, failures, dropped))
         dropped = 0

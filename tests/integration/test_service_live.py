@@ -1,0 +1,90 @@
+"""Live runs against a real SQLite MLflow store: the writer finds each job's run again after a
+restart (one search, no duplicates), ends finished and expired jobs' runs, and logs each job's
+heartbeats as one mean point per write."""
+
+from __future__ import annotations
+
+import time
+
+from adlrec.service.live import LiveLog
+from adlrec.tracking import LIVE_EXPERIMENT, LIVE_JOB_TAG, LiveRuns, LiveSample
+
+
+def _runs(uri: str) -> dict[str, list]:
+    client = LiveRuns(uri).client
+    exp = client.get_experiment_by_name(LIVE_EXPERIMENT)
+    out: dict[str, list] = {}
+    for r in client.search_runs([exp.experiment_id]):
+        out.setdefault(r.data.tags[LIVE_JOB_TAG], []).append(r)
+    return out
+
+
+def _history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
+    client = LiveRuns(uri).client
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def test_live_runs_index_finds_running_runs_after_a_restart(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = LiveRuns(uri, tmp_path / "art")
+    t = time.time()
+    n = first.log([LiveSample(j, "n0", t, 0, {"throughput": 1.0, "workers": 2.0}) for j in ("a", "b", "c")])
+    assert n == 6
+    first.end("c", "expired")
+    first.end("never-seen", "finished")  # no run: nothing to end
+
+    again = LiveRuns(uri, tmp_path / "art")  # a restarted writer
+    assert again.known() == {j: first.known()[j] for j in ("a", "b")}
+    again.log([LiveSample(j, "n0", t + 1, 1, {"throughput": 2.0}) for j in ("a", "b", "d")])
+    again.end("a", "finished")
+
+    runs = _runs(uri)
+    assert {j: len(rs) for j, rs in runs.items()} == {"a": 1, "b": 1, "c": 1, "d": 1}  # no duplicates
+    status = {j: rs[0].info.status for j, rs in runs.items()}
+    assert status == {"a": "FINISHED", "b": "RUNNING", "c": "KILLED", "d": "RUNNING"}
+    assert _history(uri, runs["a"][0].info.run_id, "throughput") == [(0, 1.0), (1, 2.0)]
+    assert set(LiveRuns(uri).known()) == {"b", "d"}
+
+
+def test_writer_starts_with_the_service_and_logs_one_mean_point_per_job_and_write(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    live = LiveLog(uri, tmp_path / "art", period_s=0.5)
+    live.flush()  # the service's first flush, nothing buffered yet: the writer starts anyway
+    assert live._proc is not None and live._proc.is_alive()
+    jobs = [f"j{i}" for i in range(6)]
+    t = time.time()
+    for step in range(5):
+        for j in jobs:
+            live.record(j, "n0", t + step, {"throughput": 10.0 * step, "workers": 2, "data_wait": None})
+        live.flush()
+        time.sleep(0.25)  # over 1 s: several write periods, so most jobs are written more than once
+    live.end("j0", "finished")
+    live.end("j1", "expired")
+    counts = live.flush()
+    last = live.close()
+    assert counts.failures == last.failures == 0 and counts.dropped == last.dropped == 0
+
+    runs = _runs(uri)
+    assert sorted(runs) == jobs and all(len(rs) == 1 for rs in runs.values())
+    status = {j: rs[0].info.status for j, rs in runs.items()}
+    assert status == {"j0": "FINISHED", "j1": "KILLED"} | {j: "RUNNING" for j in jobs[2:]}
+    points = 0
+    for j in jobs:
+        run_id = runs[j][0].info.run_id
+        beats = _history(uri, run_id, "heartbeats")
+        means = _history(uri, run_id, "throughput")
+        assert [s for s, _ in beats] == [s for s, _ in means] and beats == sorted(beats)  # one point per write
+        assert sum(n for _, n in beats) == 5  # every heartbeat is in exactly one point
+        assert sum(n * m for (_, n), (_, m) in zip(beats, means, strict=True)) == 10.0 * sum(range(5))
+        assert {v for _, v in _history(uri, run_id, "workers")} == {2.0}
+        points += len(beats)
+    assert counts.logged + last.logged == points * 3  # throughput, workers, heartbeats
+
+    # a restarted service logs into the same runs of the jobs still running
+    live = LiveLog(uri, tmp_path / "art", period_s=0.5)
+    for j in ("j2", "j3"):
+        live.record(j, "n0", t + 10, {"throughput": 99.0})
+    assert live.close().logged == 2 * 2
+    runs = _runs(uri)
+    assert all(len(rs) == 1 for rs in runs.values())
+    assert (0, 99.0) in _history(uri, runs["j2"][0].info.run_id, "throughput")  # steps restart with the service
