@@ -526,13 +526,6 @@ class LiveRuns:
             run_id = self._runs[job_id] = run.info.run_id
         return run_id
 
-    def log(self, samples: list[LiveSample]) -> int:
-        """Log samples as stepped metrics, one batch per job; returns the number of metric values."""
-        by_job: dict[str, list[LiveSample]] = {}
-        for s in samples:
-            by_job.setdefault(s.job_id, []).append(s)
-        return sum(self.log_job(job_id, group) for job_id, group in by_job.items())
-
     def log_job(self, job_id: str, samples: list[LiveSample]) -> int:
         """Log one job's samples into its run (created if needed); returns the number of metric values."""
         if not samples:

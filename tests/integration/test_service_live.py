@@ -28,14 +28,15 @@ def test_live_runs_index_finds_running_runs_after_a_restart(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     first = LiveRuns(uri, tmp_path / "art")
     t = time.time()
-    n = first.log([LiveSample(j, "n0", t, 0, {"throughput": 1.0, "workers": 2.0}) for j in ("a", "b", "c")])
-    assert n == 6
+    n = [first.log_job(j, [LiveSample(j, "n0", t, 0, {"throughput": 1.0, "workers": 2.0})]) for j in ("a", "b", "c")]
+    assert n == [2, 2, 2]
     first.end("c", "expired")
     first.end("never-seen", "finished")  # no run: nothing to end
 
     again = LiveRuns(uri, tmp_path / "art")  # a restarted writer
     assert again.known() == {j: first.known()[j] for j in ("a", "b")}
-    again.log([LiveSample(j, "n0", t + 1, 1, {"throughput": 2.0}) for j in ("a", "b", "d")])
+    for j in ("a", "b", "d"):
+        again.log_job(j, [LiveSample(j, "n0", t + 1, 1, {"throughput": 2.0})])
     again.end("a", "finished")
 
     runs = _runs(uri)
