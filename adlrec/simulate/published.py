@@ -36,10 +36,6 @@ class PublishedRank:
     share: float = 1.0  # how often a generated trace draws it, relative to the table's other models
     mem_per_worker_mb: int = 0  # not in the tables: memory is not modelled
 
-    @property
-    def ceiling(self) -> float:
-        return max(self.normalised) * self.reference_rate
-
     def rate(self, workers: int) -> float:
         """One rank's samples/s with ``workers`` loader workers (``workers + 1`` CPUs)."""
         c = workers + 1.0
@@ -109,7 +105,7 @@ def load_published(path: Path) -> list[tuple[str, PublishedRank]]:
         parsed.append((model, task, values, float(batch) / float(step)))
     out = []
     for model, task, values, rate in parsed:
-        share = shares.get(task, 1.0) if shares else 1.0
+        share = shares.get(task) if shares else 1.0
         if not _positive(share):
             raise UsageError(f"{where}, field task_share: expected a share > 0 for {task!r}, got {share!r}")
         name = f"{table}:{model}"

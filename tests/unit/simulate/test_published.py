@@ -84,6 +84,7 @@ def test_a_trace_draws_models_by_their_shares(tmp_path):
         ({"cpus_per_gpu": "1,2,4"}, "field cpus_per_gpu: expected a non-empty list of numbers"),
         ({"models": {}}, "field models: expected an object of models"),
         ({"task_share": {"image": 0, "text": 1}}, "expected a share > 0 for 'image'"),
+        ({"task_share": {"image": 1}}, "expected a share > 0 for 'text', got None"),
     ],
 )
 def test_malformed_tables_name_the_field(tmp_path, change, message):
