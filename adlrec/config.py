@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     service_interval_s: float = Field(default=30.0, gt=0)
     # Seconds a recompute waits after a job registers or finishes, so a burst triggers one.
     service_debounce_s: float = Field(default=1.0, ge=0)
+    # Compute plans in a process of their own (spawned at start), so a recompute of many jobs does not
+    # hold the service's GIL while requests wait; false: in the scheduler's thread.
+    service_recompute_process: bool = True
     # Seconds without a heartbeat after which a job expires and releases its workers.
     service_ttl_s: float = Field(default=120.0, gt=0)
     # Largest request body accepted, in bytes.

@@ -7,6 +7,7 @@ the periodic recompute, and stops it again.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -77,6 +78,7 @@ def create_app(
         ),
         metrics,
         live,
+        own_process=settings.service_recompute_process,
     )
     parts = Parts(
         settings=settings,
@@ -97,6 +99,10 @@ def create_app(
         writer.start()
         if start_scheduler:
             recomputer.start()
+        # What is alive now (modules, the app, SQLAlchemy, MLflow, the loaded jobs) stays alive: keep
+        # the cyclic GC from walking it again in every full collection, each of which stops the event
+        # loop for as long as the walk takes: the tail of the heartbeats' latency under load.
+        gc.freeze()
         log.info(
             "adlrec service: store %s, policy %s, model %s, recompute every %gs",
             store.engine.url.render_as_string(hide_password=True),

@@ -5,14 +5,24 @@ heartbeats, take a snapshot (from memory: :class:`~adlrec.service.state.JobState
 :func:`~adlrec.service.recompute.compute_plans`, store the plans that changed.  An APScheduler ``BackgroundScheduler`` runs it every ``interval_s`` and, debounced, after
 register/finish.  A failure in the background is logged with its traceback and counted, never
 swallowed silently; the next run tries again.
+
+Once started, the recomputer runs ``compute_plans`` in a process of its own (spawned at start, kept
+warm).  In a thread, a recompute of many jobs holds the service's GIL for most of its second or so,
+and the event loop, which must take its turns at the same GIL, falls behind the heartbeats: their
+latency grows by hundreds of ms for every recompute.  Only the snapshot and the outcomes cross the
+process boundary.  If that process dies, the recompute runs in the service's process, the failure is
+logged and counted (``adlrec_recompute_process_failures_total``), and a new process is started.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import multiprocessing
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -21,7 +31,7 @@ from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
 from adlrec.service.recompute import compute_plans
-from adlrec.service.records import ACTIVE, PlanRecord
+from adlrec.service.records import ACTIVE, NodeOutcome, PlanRecord, Snapshot
 from adlrec.service.state import JobState
 
 __all__ = ["Recomputer", "RecomputeConfig"]
@@ -47,6 +57,7 @@ class Recomputer:
         config: RecomputeConfig,
         metrics: Metrics,
         live: LiveLog | None = None,
+        own_process: bool = True,
     ) -> None:
         self.state = state
         self.store = state.store
@@ -56,6 +67,8 @@ class Recomputer:
         self.metrics = metrics
         self._lock = threading.Lock()  # one recompute at a time, whoever asked
         self._scheduler: BackgroundScheduler | None = None
+        self.own_process = own_process  # once started, compute plans in a process of their own
+        self._pool: ProcessPoolExecutor | None = None
 
     def recompute(self, trigger: str = "manual") -> list[PlanRecord]:
         """Expire silent jobs, plan every node, store the changed plans; returns them."""
@@ -70,7 +83,7 @@ class Recomputer:
                     for job_id in expired:
                         self.live.end(job_id, "expired")
             self.state.flush()  # the expiries and the heartbeats so far, before plans that follow from them
-            outcomes = compute_plans(self.state.snapshot(), c.policy, c.objective, c.threshold)
+            outcomes = self._compute(self.state.snapshot())
             for o in outcomes:
                 if o.error:
                     self.metrics.inc("adlrec_infeasible_total")
@@ -83,6 +96,21 @@ class Recomputer:
         for p in stored:
             log.info("plan %d for node %s: %s", p.plan_id, p.node, p.plan.workers)
         return stored
+
+    def _compute(self, snapshot: Snapshot) -> list[NodeOutcome]:
+        c = self.config
+        args = (snapshot, c.policy, c.objective, c.threshold)
+        pool = self._pool
+        if pool is None:
+            return compute_plans(*args)
+        try:
+            return pool.submit(compute_plans, *args).result()
+        except BrokenProcessPool:
+            self.metrics.inc("adlrec_recompute_process_failures_total")
+            log.exception("the recompute process died; computing in the service's process and starting a new one")
+            self._pool = _start_pool()
+            pool.shutdown(wait=False)
+            return compute_plans(*args)
 
     def refresh_model(self) -> None:
         """Follow the registry alias; when the model changed, predict the active jobs' curves again."""
@@ -103,6 +131,8 @@ class Recomputer:
 
     # -- background ---------------------------------------------------------------------------
     def start(self) -> None:
+        if self.own_process:
+            self._pool = _start_pool()
         sched = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
         sched.add_job(
             self._tick,
@@ -119,6 +149,10 @@ class Recomputer:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
+        if self._pool is not None:
+            with self._lock:  # after a recompute that a request started
+                pool, self._pool = self._pool, None
+            pool.shutdown(wait=True)
 
     def poke(self, trigger: str) -> None:
         """Ask for a recompute ``debounce_s`` from now; asks that arrive meanwhile join it."""
@@ -154,3 +188,15 @@ class Recomputer:
         except Exception:
             self.metrics.inc("adlrec_recompute_failures_total")
             log.exception("recompute (%s) failed; the next one tries again", trigger)
+
+
+def _start_pool() -> ProcessPoolExecutor:
+    """One spawned process for ``compute_plans`` (never fork a process that runs threads), started
+    now: its interpreter and imports load while the service starts, not in the first recompute."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(_ready)
+    return pool
+
+
+def _ready() -> bool:
+    return True

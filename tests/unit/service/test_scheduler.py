@@ -49,3 +49,31 @@ def test_a_background_failure_is_logged_with_its_traceback_and_counted(tmp_path,
     (record,) = caplog.records
     assert "recompute (interval) failed" in record.getMessage() and record.exc_info is not None
     assert rec.metrics.value("adlrec_recompute_failures_total") == 1
+
+
+def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dying(tmp_path, caplog):
+    import os
+    import signal
+
+    rec, store = runner(tmp_path)
+    for job, curve in (("a", (1.0, 5.0, 9.0)), ("b", (2.0, 3.0, 3.5))):
+        rec.state.register(JobSpec(job, "n", curve, "explicit"), NodeInfo("d", 4, 1000))
+    in_thread = Recomputer(rec.state, rec.predictor, CONFIG, Metrics(), own_process=False)
+    expected = in_thread._compute(rec.state.snapshot())
+    rec.start()
+    try:
+        pid = rec._pool.submit(os.getpid).result()
+        assert pid != os.getpid()
+        assert rec._compute(rec.state.snapshot()) == expected
+        os.kill(pid, signal.SIGKILL)
+        with caplog.at_level(logging.ERROR, logger="adlrec.service"):
+            assert rec._compute(rec.state.snapshot()) == expected  # computed here meanwhile
+        assert rec.metrics.value("adlrec_recompute_process_failures_total") == 1
+        assert any("the recompute process died" in r.getMessage() and r.exc_info for r in caplog.records)
+        again = rec._pool.submit(os.getpid).result()
+        assert again not in (pid, os.getpid())  # a new process took over
+        assert rec._compute(rec.state.snapshot()) == expected
+    finally:
+        rec.stop()
+    assert rec._pool is None
+    store.close()
