@@ -117,6 +117,7 @@ def create_app(
             writer.stop()  # the last heartbeats to the store, the last live samples to MLflow
             if own_store:
                 store.close()
+            gc.unfreeze()  # what the app held can be collected again (several apps in one process: tests)
 
     app = FastAPI(
         title="adlrec allocation service",
