@@ -7,7 +7,7 @@ register/finish.  A failure in the background is logged with its traceback and c
 swallowed silently; the next run tries again.
 
 Once started, the recomputer runs ``compute_plans`` in a process of its own (spawned at start, kept
-warm).  In a thread, a recompute of many jobs holds the service's GIL for most of its second or so,
+warm; until that process is up, in the service's).  In a thread, a recompute of many jobs holds the service's GIL for most of its second or so,
 and the event loop, which must take its turns at the same GIL, falls behind the heartbeats: their
 latency grows by hundreds of ms for every recompute.  Only the snapshot and the outcomes cross the
 process boundary.  If that process dies, the recompute runs in the service's process, the failure is
@@ -21,7 +21,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -69,6 +69,7 @@ class Recomputer:
         self._scheduler: BackgroundScheduler | None = None
         self.own_process = own_process  # once started, compute plans in a process of their own
         self._pool: ProcessPoolExecutor | None = None
+        self._warm: Future | None = None  # done once the pool's process has started and imported
 
     def recompute(self, trigger: str = "manual") -> list[PlanRecord]:
         """Expire silent jobs, plan every node, store the changed plans; returns them."""
@@ -101,14 +102,14 @@ class Recomputer:
         c = self.config
         args = (snapshot, c.policy, c.objective, c.threshold)
         pool = self._pool
-        if pool is None:
-            return compute_plans(*args)
+        if pool is None or self._warm is None or not self._warm.done():
+            return compute_plans(*args)  # not started, or still starting: the first plans do not wait for it
         try:
             return pool.submit(compute_plans, *args).result()
         except BrokenProcessPool:
             self.metrics.inc("adlrec_recompute_process_failures_total")
             log.exception("the recompute process died; computing in the service's process and starting a new one")
-            self._pool = _start_pool()
+            self._pool, self._warm = _start_pool()
             pool.shutdown(wait=False)
             return compute_plans(*args)
 
@@ -132,7 +133,7 @@ class Recomputer:
     # -- background ---------------------------------------------------------------------------
     def start(self) -> None:
         if self.own_process:
-            self._pool = _start_pool()
+            self._pool, self._warm = _start_pool()
         sched = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
         sched.add_job(
             self._tick,
@@ -190,12 +191,12 @@ class Recomputer:
             log.exception("recompute (%s) failed; the next one tries again", trigger)
 
 
-def _start_pool() -> ProcessPoolExecutor:
+def _start_pool() -> tuple[ProcessPoolExecutor, Future]:
     """One spawned process for ``compute_plans`` (never fork a process that runs threads), started
-    now: its interpreter and imports load while the service starts, not in the first recompute."""
+    now, and a future done once it has (its interpreter and imports load while the service starts;
+    until then recomputes run in the service's process)."""
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    pool.submit(_ready)
-    return pool
+    return pool, pool.submit(_ready)
 
 
 def _ready() -> bool:

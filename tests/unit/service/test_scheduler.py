@@ -59,20 +59,28 @@ def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dyin
     for job, curve in (("a", (1.0, 5.0, 9.0)), ("b", (2.0, 3.0, 3.5))):
         rec.state.register(JobSpec(job, "n", curve, "explicit"), NodeInfo("d", 4, 1000))
     in_thread = Recomputer(rec.state, rec.predictor, CONFIG, Metrics(), own_process=False)
-    expected = in_thread._compute(rec.state.snapshot())
+
+    def same_as_in_thread() -> bool:
+        snap = rec.state.snapshot()
+        return rec._compute(snap) == in_thread._compute(snap)
+
     rec.start()
     try:
+        rec._warm.result()  # until the process is up, plans are computed here
         pid = rec._pool.submit(os.getpid).result()
         assert pid != os.getpid()
-        assert rec._compute(rec.state.snapshot()) == expected
+        assert same_as_in_thread()
+        with rec._lock:  # the scheduler's first recompute (at start) is over
+            pass
         os.kill(pid, signal.SIGKILL)
         with caplog.at_level(logging.ERROR, logger="adlrec.service"):
-            assert rec._compute(rec.state.snapshot()) == expected  # computed here meanwhile
+            assert same_as_in_thread()  # computed here meanwhile
         assert rec.metrics.value("adlrec_recompute_process_failures_total") == 1
         assert any("the recompute process died" in r.getMessage() and r.exc_info for r in caplog.records)
+        rec._warm.result()
         again = rec._pool.submit(os.getpid).result()
         assert again not in (pid, os.getpid())  # a new process took over
-        assert rec._compute(rec.state.snapshot()) == expected
+        assert same_as_in_thread()
     finally:
         rec.stop()
     assert rec._pool is None
