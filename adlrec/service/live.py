@@ -59,7 +59,6 @@ class LiveLog:
         self.period_s = period_s
         self._samples: deque[_Sample] = deque(maxlen=capacity)
         self._ends: deque[tuple[str, str]] = deque(maxlen=capacity)
-        self._steps: dict[str, int] = {}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._dropped = 0
@@ -67,13 +66,16 @@ class LiveLog:
         self._inbox: Any = None
         self._outbox: Any = None
 
-    def record(self, job_id: str, node: str, at: float, metrics: dict[str, float | int | None]) -> None:
+    def record(
+        self, job_id: str, node: str, at: float, metrics: dict[str, float | int | None], registered_at: float
+    ) -> None:
+        """Buffer one heartbeat's metrics.  Its step is whole seconds since the job registered, so a
+        job's steps keep growing across service restarts (a counter here would start again at 0)."""
         values = {k: float(v) for k, v in metrics.items() if v is not None}
         if not values:
             return
+        step = max(0, int(at - registered_at))
         with self._lock:
-            step = self._steps.get(job_id, 0)
-            self._steps[job_id] = step + 1
             if len(self._samples) == self._samples.maxlen:
                 self._dropped += 1
             self._samples.append((job_id, node, at, step, values))
@@ -82,7 +84,6 @@ class LiveLog:
         """The job finished or expired: its run ends with the next write (after its last samples)."""
         with self._lock:
             self._ends.append((job_id, status))
-            self._steps.pop(job_id, None)
 
     def flush(self) -> LiveCounts:
         """Hand what is buffered to the writer (started by the first call, even with nothing to hand

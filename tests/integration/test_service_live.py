@@ -56,7 +56,7 @@ def test_writer_starts_with_the_service_and_logs_one_mean_point_per_job_and_writ
     t = time.time()
     for step in range(5):
         for j in jobs:
-            live.record(j, "n0", t + step, {"throughput": 10.0 * step, "workers": 2, "data_wait": None})
+            live.record(j, "n0", t + step, {"throughput": 10.0 * step, "workers": 2, "data_wait": None}, t)
         live.flush()
         time.sleep(0.25)  # over 1 s: several write periods, so most jobs are written more than once
     live.end("j0", "finished")
@@ -84,8 +84,9 @@ def test_writer_starts_with_the_service_and_logs_one_mean_point_per_job_and_writ
     # a restarted service logs into the same runs of the jobs still running
     live = LiveLog(uri, tmp_path / "art", period_s=0.5)
     for j in ("j2", "j3"):
-        live.record(j, "n0", t + 10, {"throughput": 99.0})
+        live.record(j, "n0", t + 10, {"throughput": 99.0}, t)
     assert live.close().logged == 2 * 2
     runs = _runs(uri)
     assert all(len(rs) == 1 for rs in runs.values())
-    assert (0, 99.0) in _history(uri, runs["j2"][0].info.run_id, "throughput")  # steps restart with the service
+    history = _history(uri, runs["j2"][0].info.run_id, "throughput")
+    assert history[-1] == (10, 99.0) and [s for s, _ in history] == sorted({s for s, _ in history})  # steps grow on

@@ -94,7 +94,8 @@ async def heartbeat(job_id: JobId, body: Heartbeat, parts: PartsDep) -> Response
     a = beat.assignment
     if parts.live is not None:
         sample = {"throughput": body.throughput, "workers": body.workers, "data_wait": body.data_wait}
-        parts.live.record(job_id, beat.job.spec.node, beat.job.last_seen, sample | {"planned_workers": a.workers})
+        metrics = sample | {"planned_workers": a.workers}
+        parts.live.record(job_id, beat.job.spec.node, beat.job.last_seen, metrics, beat.job.registered_at)
     return Response(_assignment_json(a), media_type="application/json")
 
 
