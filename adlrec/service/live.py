@@ -11,8 +11,8 @@ it uses what the service leaves.
 Each write of a job is one point per metric: the mean over the heartbeats since its last write (see
 :func:`mean_sample`), plus ``heartbeats``, their number.  The writer is paced, never a burst: each
 job is written once per ``period_s`` at its own phase
-(spread over the period by a hash of its id), so each tick writes about ``1/period_s`` of the jobs
-per second.  It starts with the service (the first flush, even an empty one), so the spawn and the
+(spread over the period by a hash of its id), so about ``1/period_s`` of the jobs are written each
+second.  It starts with the service (the first flush, even an empty one), so the spawn and the
 MLflow import happen before the load, and it finds the jobs' running runs with one search then.
 Samples not yet written when the service dies are lost (at most about ``period_s`` of them); the
 writer logs its failures with their traceback and reports counts back (values logged, failed
@@ -140,7 +140,7 @@ class LiveLog:
 def _sqlite_wal() -> None:
     """In the writer process only: SQLite connections (MLflow's store) use WAL with synchronous=NORMAL,
     so a commit appends to the WAL without an fsync (one per checkpoint instead of several per
-    transaction, each of which also stalls the job store's fsyncs on the same disk).  A power cut can
+    transaction).  A power cut can
     lose the last commits, like the samples not yet written; the database stays consistent."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
