@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # Compute plans in a process of their own (spawned at start), so a recompute of many jobs does not
     # hold the service's GIL while requests wait; false: in the scheduler's thread.
     service_recompute_process: bool = True
+    # Answer well-formed heartbeats before FastAPI's router (adlrec/service/fastpath.py); false: every
+    # heartbeat goes through the router (same answers, more CPU per heartbeat).
+    service_fast_heartbeat: bool = True
     # Seconds without a heartbeat after which a job expires and releases its workers.
     service_ttl_s: float = Field(default=120.0, gt=0)
     # Largest request body accepted, in bytes.

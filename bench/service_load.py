@@ -1,6 +1,7 @@
 """Load on the allocation service: many simulated jobs heartbeating once a second.
 
-    python bench/service_load.py [--jobs 1000] [--seconds 60] [--nodes 10] [--url URL --token T]
+    python bench/service_load.py [--jobs 1000] [--seconds 60] [--nodes 10] [--fast-heartbeat on,off]
+                                 [--no-live-runs] [--url URL --token T]
 
 Without --url it starts `adlrec serve` (SQLite job store, embedded MLflow store, a token) in a
 subprocess on a free loopback port with a fresh data dir, registers the jobs (explicit curves, spread
@@ -8,7 +9,8 @@ over the nodes), then runs one asyncio loop in which every job sends a heartbeat
 phase) for --seconds, while a recompute is requested every 5 s.  Prints requests/s, latency
 percentiles, errors and recompute times; asserts nothing.  The goal in issue 6: 1,000 jobs, p99
 under 50 ms, no error.  The load generator shares the machine's cores with the service, so on a
-small machine the figures measure both.
+small machine the figures measure both.  ``--fast-heartbeat on,off`` runs it twice, back to back,
+with the service's heartbeat fast path and without it, and prints the two side by side.
 """
 
 from __future__ import annotations
@@ -38,13 +40,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_service(data_dir: Path, port: int, interval_s: float, live_runs: bool) -> subprocess.Popen:
+def start_service(data_dir: Path, port: int, interval_s: float, live_runs: bool, fast: bool) -> subprocess.Popen:
+    """``adlrec serve`` in a subprocess on its own data dir; ``fast``: the heartbeat fast path."""
     env = os.environ | {
         "ADLREC_SERVICE_TOKEN": TOKEN,
         "ADLREC_SERVICE_INTERVAL_S": str(interval_s),
         "ADLREC_SERVICE_DEBOUNCE_S": "1",
         "ADLREC_SERVICE_TTL_S": "120",
         "ADLREC_SERVICE_LIVE_RUNS": "true" if live_runs else "false",
+        "ADLREC_SERVICE_FAST_HEARTBEAT": "true" if fast else "false",
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
     cmd = [sys.executable, "-m", "adlrec.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
@@ -256,24 +260,15 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--nodes", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--recompute-s", type=float, default=5.0, help="request a recompute this often (0: never)")
-    ap.add_argument("--url", default=None, help="an already running service (default: start one)")
-    ap.add_argument("--token", default=None, help="its token (with --url)")
-    ap.add_argument("--no-live-runs", action="store_true", help="start the service without per-job MLflow runs")
-    args = ap.parse_args()
+def measure(args: argparse.Namespace, fast: bool) -> tuple[dict, bool]:
+    """One load run; returns what :func:`run` measured and whether it started the service itself."""
     global TOKEN
-    proc = None
     with tempfile.TemporaryDirectory(prefix="adlrec-bench-") as tmp:
+        proc = None
         if args.url is None:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            proc = start_service(Path(tmp) / "data", port, interval_s=30, live_runs=not args.no_live_runs)
+            proc = start_service(Path(tmp) / "data", port, interval_s=30, live_runs=not args.no_live_runs, fast=fast)
         else:
             url, TOKEN = args.url.rstrip("/"), args.token or ""
         try:
@@ -289,34 +284,75 @@ def main() -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+    return out, proc is not None
+
+
+def rows(out: dict, started: bool, seconds: float) -> list[tuple[str, str]]:
+    """The table's rows for one run: (label, value)."""
     lat, el = out["latencies"], out["elapsed"]
-    n = len(lat)
     m = {ln.split()[0]: float(ln.split()[-1]) for ln in out["metrics"].splitlines() if ln and not ln.startswith("#")}
+    b, rc = out["buckets"], out["recomputes"]
+    flushes = m.get("adlrec_store_flushes_total", 0)
+    r = [
+        ("heartbeats", f"{len(lat):,}"),
+        ("requests/s", f"{len(lat) / el:,.1f}"),
+        ("latency p50 (ms)", f"{1000 * pct(lat, 0.50):.2f}"),
+        ("latency p99 (ms)", f"{1000 * pct(lat, 0.99):.2f}"),
+        ("latency max (ms)", f"{1000 * max(lat, default=float('nan')):.2f}"),
+        ("sent late p99 (ms)", f"{1000 * pct(out['late'], 0.99):.2f}"),
+        ("server p50 / p99 (ms, <=)", f"{1000 * bucket_pct(b, 0.5):g} / {1000 * bucket_pct(b, 0.99):g}"),
+        ("errors", f"{sum(out['errors'].values())}"),
+        ("CPU, load generator (cores)", f"{out['client_cpu_s'] / el:.2f}"),
+    ]
+    if started:
+        r.append(("CPU, service (cores)", f"{out['server_cpu_s'] / el:.2f}"))
+    if rc:
+        r.append(("recompute, HTTP (ms, median; count)", f"{1000 * statistics.median(rc):.1f} ({len(rc)})"))
+    r += [
+        ("recompute, server (ms, last)", f"{1000 * out['server_recompute_s']:.1f}"),
+        ("store flushes (failed)", f"{flushes:,.0f} ({m.get('adlrec_store_flush_failures_total', 0):.0f})"),
+        ("store flush, last (ms)", f"{1000 * m.get('adlrec_store_flush_seconds_last', 0):.1f}"),
+    ]
+    return r
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--recompute-s", type=float, default=5.0, help="request a recompute this often (0: never)")
+    ap.add_argument("--url", default=None, help="an already running service (default: start one)")
+    ap.add_argument("--token", default=None, help="its token (with --url)")
+    ap.add_argument("--no-live-runs", action="store_true", help="start the service without per-job MLflow runs")
+    ap.add_argument(
+        "--fast-heartbeat",
+        default="on",
+        help="the heartbeat fast path of the service it starts: on, off, or on,off (two runs, back to back, "
+        "side by side)",
+    )
+    args = ap.parse_args()
+    variants = [v.strip() for v in args.fast_heartbeat.split(",")]
+    if not variants or any(v not in ("on", "off") for v in variants):
+        ap.error(f"--fast-heartbeat: expected on, off or on,off; got {args.fast_heartbeat!r}")
+    if args.url is not None:
+        variants = ["(as running)"]
+    results = []
+    for v in variants:
+        out, started = measure(args, fast=v == "on")
+        results.append(rows(out, started, args.seconds))
+        if out["errors"]:
+            print(f"errors ({v}): {out['errors']}", file=sys.stderr)
     print(f"service load: {args.jobs} jobs on {args.nodes} nodes, one heartbeat per job per second, {args.seconds:g} s")
     print(f"machine: {os.cpu_count()} logical cores (load generator and service share them)")
     if args.url is None:
         print(f"live runs in MLflow: {'off' if args.no_live_runs else 'on'}")
-    print(f"{'heartbeats':<30}{n:>12,}")
-    print(f"{'requests/s (offered)':<30}{n / el:>12,.1f}  ({args.jobs:,})")
-    print(f"{'latency p50 (ms)':<30}{1000 * pct(lat, 0.50):>12.2f}")
-    print(f"{'latency p99 (ms)':<30}{1000 * pct(lat, 0.99):>12.2f}")
-    print(f"{'latency max (ms)':<30}{1000 * max(lat, default=float('nan')):>12.2f}")
-    print(f"{'sent late p99 (ms)':<30}{1000 * pct(out['late'], 0.99):>12.2f}  behind each job's schedule")
-    b = out["buckets"]
-    print(f"{'server p50 / p99 (ms, <=)':<30}{1000 * bucket_pct(b, 0.5):>12g} / {1000 * bucket_pct(b, 0.99):g}")
-    print(f"{'errors':<30}{sum(out['errors'].values()):>12}  {out['errors'] or ''}")
-    print(f"{'CPU, load generator (cores)':<30}{out['client_cpu_s'] / el:>12.2f}")
-    if args.url is None:
-        print(f"{'CPU, service (cores)':<30}{out['server_cpu_s'] / el:>12.2f}")
-    rc = out["recomputes"]
-    if rc:
-        print(f"{'recompute, HTTP (ms)':<30}{1000 * statistics.median(rc):>12.1f}  median of {len(rc)}")
-    print(f"{'recompute, server (ms)':<30}{1000 * out['server_recompute_s']:>12.1f}  last one")
-    flushes = m.get("adlrec_store_flushes_total", 0)
-    print(
-        f"{'store flushes':<30}{flushes:>12,.0f}  last {1000 * m.get('adlrec_store_flush_seconds_last', 0):.1f} ms, "
-        f"{m.get('adlrec_store_flush_failures_total', 0):.0f} failed"
-    )
+    head = "heartbeat fast path" if args.url is None else "service"
+    print(f"{head:<36}" + "".join(f"{v:>16}" for v in variants))
+    labels = dict.fromkeys(label for r in results for label, _ in r)
+    for label in labels:
+        print(f"{label:<36}" + "".join(f"{dict(r).get(label, ''):>16}" for r in results))
     return 0
 
 

@@ -23,6 +23,7 @@ from adlrec import __version__
 from adlrec.config import Settings
 from adlrec.predict.features import ProbeError
 from adlrec.service.deps import ClientError, Parts
+from adlrec.service.fastpath import HeartbeatFastPath
 from adlrec.service.flusher import WriteBehind
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
@@ -131,6 +132,9 @@ def create_app(
         app.include_router(r)
     mount_ui(app, settings.resolved_webapp_dir)
     _add_error_handlers(app)
+    if settings.service_fast_heartbeat:
+        route = next(r for r in jobs.router.routes if getattr(r, "path", None) == "/jobs/{job_id}/heartbeat")
+        app.add_middleware(HeartbeatFastPath, parts=parts, route=route)
     app.add_middleware(_Metered, metrics=metrics)
     app.add_middleware(_BodyLimit, limit=settings.service_max_body_bytes)
     return app

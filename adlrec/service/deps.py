@@ -19,7 +19,7 @@ from adlrec.service.scheduler import Recomputer
 from adlrec.service.state import JobState
 from adlrec.service.store import JobStore
 
-__all__ = ["Authorized", "ClientError", "Parts", "PartsDep", "require_token"]
+__all__ = ["Authorized", "ClientError", "Parts", "PartsDep", "require_token", "token_ok"]
 
 
 class ClientError(Exception):
@@ -52,13 +52,18 @@ async def get_parts(request: Request) -> Parts:
 PartsDep = Annotated[Parts, Depends(get_parts)]
 
 
+def token_ok(settings: Settings, authorization: str) -> bool:
+    """Whether an ``Authorization`` header value lets a write through (constant-time compare)."""
+    token = settings.service_token
+    if token is None:
+        return True
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode())
+
+
 async def require_token(request: Request, parts: PartsDep) -> None:
     """Every write carries ``Authorization: Bearer <service_token>`` when a token is configured."""
-    token = parts.settings.service_token
-    if token is None:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
+    if not token_ok(parts.settings, request.headers.get("authorization", "")):
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
             detail="missing or wrong bearer token (Authorization: Bearer <token>)",

@@ -79,24 +79,35 @@ def register(body: JobRegistration, parts: PartsDep, response: Response) -> JobO
     summary="Report measured throughput; the answer is the worker count to run with and its plan id",
 )
 async def heartbeat(job_id: JobId, body: Heartbeat, parts: PartsDep) -> Response:
-    """The hot path: memory only, on the event loop (the store gets it with the next flush)."""
+    """The hot path: memory only, on the event loop (the store gets it with the next flush).  Most
+    heartbeats are answered before they reach this route, by :mod:`adlrec.service.fastpath` with the
+    same :func:`beat`; it passes on what it cannot answer (unknown or finished jobs, bad input)."""
+    answer = beat(parts, job_id, body)
+    if answer is None:  # unknown or finished: the store says which (404 or 409)
+        await run_in_threadpool(parts.state.check_closed, job_id)
+        answer = beat(parts, job_id, body)
+        if answer is None:  # it finished meanwhile
+            raise UnknownJob(f"no active job {job_id!r}: register it again")
+    return Response(answer, media_type="application/json")
+
+
+def beat(parts: Parts, job_id: str, body: Heartbeat) -> bytes | None:
+    """Record a heartbeat of a job held in memory and return the answer's JSON; None when the job is
+    not held (unknown or finished).  Raises ClientError for a throughput without its worker count."""
     if body.throughput is not None and body.workers is None:
         raise ClientError("workers", "a measured throughput needs the worker count it was measured at")
-    beat = parts.state.beat(job_id, body.throughput, body.workers, body.data_wait)
-    if beat is None:  # unknown or finished: the store says which (404 or 409)
-        await run_in_threadpool(parts.state.check_closed, job_id)
-        beat = parts.state.beat(job_id, body.throughput, body.workers, body.data_wait)
-        if beat is None:  # it finished meanwhile
-            raise UnknownJob(f"no active job {job_id!r}: register it again")
+    b = parts.state.beat(job_id, body.throughput, body.workers, body.data_wait)
+    if b is None:
+        return None
     parts.metrics.inc("adlrec_heartbeats_total")
-    if beat.revived:  # it had expired; plan for it again soon rather than at the next interval
+    if b.revived:  # it had expired; plan for it again soon rather than at the next interval
         parts.recomputer.poke("revive")
-    a = beat.assignment
+    a = b.assignment
     if parts.live is not None:
         sample = {"throughput": body.throughput, "workers": body.workers, "data_wait": body.data_wait}
         metrics = sample | {"planned_workers": a.workers}
-        parts.live.record(job_id, beat.job.spec.node, beat.job.last_seen, metrics, beat.job.registered_at)
-    return Response(_assignment_json(a), media_type="application/json")
+        parts.live.record(job_id, b.job.spec.node, b.job.last_seen, metrics, b.job.registered_at)
+    return _assignment_json(a)
 
 
 def _assignment_json(a: Assignment) -> bytes:
