@@ -12,6 +12,8 @@ and the event loop, which must take its turns at the same GIL, falls behind the 
 latency grows by hundreds of ms for every recompute.  Only the snapshot and the outcomes cross the
 process boundary.  If that process dies, the recompute runs in the service's process, the failure is
 logged and counted (``adlrec_recompute_process_failures_total``), and a new process is started.
+That process runs at a lower CPU priority (``RECOMPUTE_NICE``): on busy cores it yields them to the
+event loop.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -37,6 +40,8 @@ from adlrec.service.state import JobState
 __all__ = ["Recomputer", "RecomputeConfig"]
 
 log = logging.getLogger("adlrec.service")
+
+RECOMPUTE_NICE = 10  # niceness the recompute process adds to its own
 
 
 @dataclass(frozen=True)
@@ -195,8 +200,19 @@ def _start_pool() -> tuple[ProcessPoolExecutor, Future]:
     """One spawned process for ``compute_plans`` (never fork a process that runs threads), started
     now, and a future done once it has (its interpreter and imports load while the service starts;
     until then recomputes run in the service's process)."""
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+    )
     return pool, pool.submit(_ready)
+
+
+def _lower_priority() -> None:
+    """A recompute is background work: on busy cores it yields to the service's event loop (a plan
+    a little later costs nothing; a heartbeat held up is the latency tail)."""
+    try:
+        os.nice(RECOMPUTE_NICE)
+    except OSError:  # not allowed here: it runs at the service's priority
+        log.warning("could not lower the recompute process's CPU priority", exc_info=True)
 
 
 def _ready() -> bool:

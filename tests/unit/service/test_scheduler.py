@@ -8,7 +8,7 @@ import shutil
 from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
 from adlrec.service.records import JobSpec, NodeInfo
-from adlrec.service.scheduler import RecomputeConfig, Recomputer
+from adlrec.service.scheduler import RECOMPUTE_NICE, RecomputeConfig, Recomputer
 from adlrec.service.state import JobState
 from adlrec.service.store import JobStore
 from tests.service_helpers import ManualClock
@@ -69,6 +69,8 @@ def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dyin
         rec._warm.result()  # until the process is up, plans are computed here
         pid = rec._pool.submit(os.getpid).result()
         assert pid != os.getpid()
+        # background work: it yields the cores to the service's event loop
+        assert rec._pool.submit(os.nice, 0).result() == min(19, os.nice(0) + RECOMPUTE_NICE)
         assert same_as_in_thread()
         with rec._lock:  # the scheduler's first recompute (at start) is over
             pass
