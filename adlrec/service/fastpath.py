@@ -3,8 +3,8 @@ answered here, before FastAPI's router.
 
 Heartbeats are nearly all the requests the service gets (every job, every few seconds), and under
 ``bench/service_load.py`` FastAPI's routing, dependency solving and request/response classes took
-about half of the event loop's CPU per heartbeat; the bench's ``--no-fast-heartbeat`` shows what
-this path saves.  It does what the route does, with the same :func:`~adlrec.service.routes.jobs.beat`
+about half of the event loop's CPU per heartbeat; ``--fast-heartbeat on,off`` there shows what
+this path saves (docs/service.md, Load).  It does what the route does, with the same :func:`~adlrec.service.routes.jobs.beat`
 and the same token check, and passes everything else on to the app unchanged (its body replayed): a
 missing or wrong token, a body that does not parse or validate, an unknown or finished job.  So
 every error, and the OpenAPI page, stay the app's own.  It sits inside the body limit and the
