@@ -16,7 +16,7 @@ from typing import Protocol
 
 from adlrec.schemas import Profile
 
-__all__ = ["export_profiles", "load_profiles", "profile_key"]
+__all__ = ["export_profiles", "load_profiles", "profile_key", "write_index"]
 
 
 class _Run(Protocol):
@@ -46,10 +46,15 @@ def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
         path = out / _file_name(r.profile)
         path.write_text(json.dumps(r.profile.to_dict() | {"mlflow_run_id": r.run_id}, indent=2) + "\n")
         written.append(path)
-    index = out / "README.md"
-    index.write_text(_index(load_profiles(out)))
-    written.append(index)
+    written.append(write_index(out))
     return written
+
+
+def write_index(out: Path) -> Path:
+    """(Re)write ``out/README.md`` from the profiles in ``out`` and the tables in ``out/published/``."""
+    index = out / "README.md"
+    index.write_text(_index(load_profiles(out)) + _published_index(sorted((out / "published").glob("*.json"))))
+    return index
 
 
 def load_profiles(folder: Path) -> list[Profile]:
@@ -76,4 +81,28 @@ def _index(profiles: Iterable[Profile]) -> str:
             f"| {_file_name(p)} | {p.workload} | {p.device.title} | {params} | {p.best.workers} | "
             f"{p.best.throughput:,.1f} | {curve} | {p.hardware.summary} | `{p.command}` |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def _published_index(files: Sequence[Path]) -> str:
+    """The tables others published, kept in ``published/`` (read by ``adlrec trace generate --curves``)."""
+    if not files:
+        return ""
+    lines = [
+        "",
+        "## Published curves (not measured here)",
+        "",
+        "Throughput-against-CPU tables that others measured and published, each with where it comes",
+        "from; `adlrec trace generate --curves <name>` draws jobs from one (see docs/simulate.md).",
+        "",
+        "| file | name | models | source |",
+        "|---|---|---|---|",
+    ]
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+            name, models, source = doc.get("name", ""), len(doc.get("models", {})), doc.get("source", "")
+        except (OSError, ValueError, AttributeError) as exc:
+            name, models, source = "", 0, f"unreadable: {exc}"
+        lines.append(f"| published/{f.name} | {name} | {models} | {source} |")
     return "\n".join(lines) + "\n"
