@@ -27,6 +27,7 @@ from adlrec.service.fastpath import HeartbeatFastPath
 from adlrec.service.flusher import WriteBehind
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
+from adlrec.service.middleware import BodyLimit, Metered
 from adlrec.service.predictor import Predictor
 from adlrec.service.records import NodeInfo
 from adlrec.service.routes import health, jobs, model, nodes, plans
@@ -135,8 +136,8 @@ def create_app(
     if settings.service_fast_heartbeat:
         route = next(r for r in jobs.router.routes if getattr(r, "path", None) == "/jobs/{job_id}/heartbeat")
         app.add_middleware(HeartbeatFastPath, parts=parts, route=route)
-    app.add_middleware(_Metered, metrics=metrics)
-    app.add_middleware(_BodyLimit, limit=settings.service_max_body_bytes)
+    app.add_middleware(Metered, metrics=metrics)
+    app.add_middleware(BodyLimit, limit=settings.service_max_body_bytes)
     return app
 
 
@@ -186,81 +187,3 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def _store(request: Request, exc: StoreError) -> JSONResponse:
         code = 404 if isinstance(exc, (UnknownJob, UnknownNode)) else 409 if isinstance(exc, JobNotActive) else 400
         return JSONResponse(status_code=code, content={"detail": str(exc)})
-
-
-# -- middleware (pure ASGI: no buffering of responses) ---------------------------------------
-class _BodyLimit:
-    """Refuse request bodies over ``limit`` bytes with 413, by header and by counting what arrives."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _too_large(send, self.limit)
-            return
-        chunks, size, more = [], 0, True
-        while more:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                break
-            chunks.append(msg.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                await _too_large(send, self.limit)
-                return
-            more = msg.get("more_body", False)
-        body, sent = b"".join(chunks), False
-
-        async def replay() -> dict:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-async def _too_large(send: Callable, limit: int) -> None:
-    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-class _Metered:
-    """Count requests by route template and status, and time them."""
-
-    def __init__(self, app: Any, metrics: Metrics) -> None:
-        self.app, self.metrics = app, metrics
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        t0 = time.perf_counter()
-        code = 500
-
-        async def sending(msg: dict) -> None:
-            nonlocal code
-            if msg["type"] == "http.response.start":
-                code = msg["status"]
-            await send(msg)
-
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.observe(time.perf_counter() - t0, route)
-            self.metrics.inc("adlrec_http_requests_total", method=scope.get("method", ""), route=route, code=str(code))

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from adlrec.service.api import Heartbeat
 from adlrec.service.deps import ClientError, Parts, token_ok
+from adlrec.service.middleware import replayed
 from adlrec.service.routes.jobs import beat
 
 __all__ = ["HeartbeatFastPath"]
@@ -55,7 +56,7 @@ class HeartbeatFastPath:
             more = msg.get("more_body", False)
         answer = None if disconnected else self._answer(m.group(1), body)
         if answer is None:
-            await self.app(scope, _replay(body, receive) if not disconnected else receive, send)
+            await self.app(scope, replayed(body, receive) if not disconnected else receive, send)
             return
         scope["route"] = self.route
         headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
@@ -87,16 +88,3 @@ class HeartbeatFastPath:
             return beat(self.parts, job_id, hb)
         except ClientError:
             return None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
