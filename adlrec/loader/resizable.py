@@ -1,20 +1,23 @@
 """``ResizableLoader``: a map-style ``DataLoader`` whose worker count changes mid-epoch, losing nothing.
 
-The object keeps the epoch's batch list and runs one inner ``DataLoader`` per *segment* of it, each
-over a :class:`BatchRange` that hands out only its range.  ``resize(n)`` cuts the live segment at the
-batches it has already handed to workers (plus a short *handover*), starts the next segment's pool
-there at once, and keeps serving the old pool's batches until they run out: make-before-break, with
-the switch at a batch boundary.  The order of batches never depends on worker counts.
+The object keeps the epoch's batch list and a :class:`~adlrec.loader.schedule.Schedule` of which
+pool (one inner ``DataLoader`` each) serves which batch.  ``resize(n)`` rewrites the schedule from a
+cut past every batch already handed to workers (plus a short *handover*): growing adds a pool of the
+difference beside the running ones, shrinking drops running pools when some of them add up to ``n``,
+and otherwise a pool of ``n`` replaces them.  New pools start at once while the old ones keep serving
+up to the cut: make-before-break, with the switch at a batch boundary.  The order of batches never
+depends on worker counts.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import multiprocessing
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from multiprocessing.context import BaseContext
 from typing import Any
 
@@ -23,12 +26,14 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from adlrec.loader.order import EpochSampler, batches_of, draw_seed
 from adlrec.loader.pacing import ForkPacer, paced
-from adlrec.loader.segment import BatchRange, InnerLoader, Segment, shutdown
+from adlrec.loader.pool import BatchRange, InnerLoader, Pool, shutdown
+from adlrec.loader.schedule import Schedule, Stretch
 from adlrec.loader.workers import WorkerGate, WorkerSetup
 
-__all__ = ["EpochIterator", "ResizableLoader", "handover_batches", "warmup_leads"]
+__all__ = ["MAX_POOLS", "EpochIterator", "ResizableLoader", "handover_batches", "kept_pools", "warmup_leads"]
 
 STATE_VERSION = 1
+MAX_POOLS = 4  # pools woven at once; a resize that would need more replaces them with one
 
 
 def handover_batches(
@@ -64,6 +69,26 @@ def warmup_leads(workers: int, old_workers: int) -> tuple[int, ...]:
     return tuple(workers - i + old_workers for i in range(workers))
 
 
+def kept_pools(now: Stretch, workers: int, done: Collection[int] = ()) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Which of the pools serving ``now`` keep running when the loader goes to ``workers`` (and their weights).
+
+    Growing keeps them all (a pool of the difference joins them, up to ``MAX_POOLS``); shrinking keeps
+    the fewest, oldest pools that add up to ``workers`` exactly, if any do.  None are kept when going to
+    or from 0 workers (an in-process loader is not woven with pools), or when no subset fits.  Pools in
+    ``done`` have told torch they have nothing more this epoch, so they cannot be given more.
+    """
+    if workers == 0 or now.workers == 0:
+        return (), ()
+    pairs = [(p, w) for p, w in zip(now.pools, now.weights, strict=True) if p not in done]
+    if workers > now.workers:
+        return (now.pools, now.weights) if len(pairs) == len(now.pools) < MAX_POOLS else ((), ())
+    for size in range(1, len(pairs) + 1):
+        for subset in itertools.combinations(pairs, size):
+            if sum(w for _, w in subset) == workers:
+                return tuple(p for p, _ in subset), tuple(w for _, w in subset)
+    return (), ()
+
+
 class EpochIterator:
     """What ``iter(loader)`` returns: the live epoch's batches, until it ends or a newer ``iter()`` begins."""
 
@@ -85,12 +110,17 @@ class _Pools:
     """Everything that owns worker processes; no reference back to the loader, so a finalizer can close it."""
 
     def __init__(self) -> None:
-        self.segments: list[Segment] = []  # the live epoch's, oldest first
-        self.kept: Segment | None = None  # a persistent pool kept between epochs
+        self.live: list[Pool] = []  # the live epoch's, oldest first
+        self.schedule: Schedule | None = None  # the live epoch's: which pool serves which batch
+        self.kept: list[Pool] = []  # persistent pools kept between epochs (woven, if several)
         self.reapers: list[threading.Thread] = []  # shutting down drained pools off the loop's path
+        self.ids = itertools.count()
 
-    def reap(self, seg: Segment) -> None:
-        t = threading.Thread(target=shutdown, args=(seg,), name="adlrec-loader-reaper", daemon=True)
+    def by_id(self, pool_id: int) -> Pool:
+        return next(p for p in self.live if p.id == pool_id)
+
+    def reap(self, pool: Pool) -> None:
+        t = threading.Thread(target=shutdown, args=(pool,), name="adlrec-loader-reaper", daemon=True)
         t.start()
         self.reapers.append(t)
 
@@ -98,12 +128,15 @@ class _Pools:
         while self.reapers:
             self.reapers.pop().join()
 
+    def stop_live(self) -> None:
+        while self.live:
+            shutdown(self.live.pop())
+        self.schedule = None
+
     def close(self) -> None:
-        while self.segments:
-            shutdown(self.segments.pop())
-        if self.kept is not None:
-            shutdown(self.kept)
-            self.kept = None
+        self.stop_live()
+        while self.kept:
+            shutdown(self.kept.pop())
         self.join_reapers()
 
 
@@ -242,34 +275,35 @@ class ResizableLoader:
             requested, self._requested = self._requested, None
         if requested is not None:
             self.resize(requested)
-        segments = self._pools.segments
-        while segments:
-            seg = segments[0]
-            seg.open_all()  # the serving pool: all its workers (a resize's, once the switch is here)
-            try:
-                if seg.it is None:
-                    seg.wait_started()
-                    if seg.start_s is not None:
-                        self._start_s[seg.workers] = seg.start_s
-                assert seg.it is not None
-                batch = next(seg.it)
-            except StopIteration:
-                self._retire(segments.pop(0))
-                continue
-            except BaseException:
-                self.close()
-                raise
-            seg.served += 1
-            self._consumed += 1
-            self._serving = seg.workers
-            if seg.start + seg.served >= seg.stop:
-                self._retire(segments.pop(0))
-            for pending in segments:
-                pending.advance(self._consumed)
-            self._tick()
-            return batch
-        self._end_epoch()
-        raise StopIteration
+        pools, position = self._pools, self._consumed
+        if pools.schedule is None or position >= len(self._batches):
+            self._end_epoch()
+            raise StopIteration
+        pool = pools.by_id(pools.schedule.owner(position))
+        pool.open_all()  # a pool serving the loop: all its workers (a resize's, once the switch is here)
+        try:
+            if pool.it is None:
+                pool.wait_started()
+                if pool.start_s is not None:
+                    self._start_s[pool.workers] = pool.start_s
+            assert pool.it is not None
+            batch = next(pool.it)
+        except StopIteration:
+            self.close()
+            raise RuntimeError(
+                f"ResizableLoader: pool {pool.id} ({pool.workers} workers) ran out before batch {position}"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+        pool.served += 1
+        self._consumed += 1
+        self._serving = pools.schedule.stretch_at(position).workers
+        self._retire_done()
+        for pending in pools.live:
+            pending.advance(self._consumed)
+        self._tick()
+        return batch
 
     def _start_epoch(self) -> None:
         self._abandon()
@@ -284,36 +318,45 @@ class ResizableLoader:
         start, self._resume_at = min(self._resume_at, len(batches)), 0
         self._epoch, self._batches, self._consumed, self._finished = epoch, batches, start, False
         self._last_t = None
-        if start < len(batches):
-            self._pools.segments.append(self._open(start, self._workers, background=False))
+        if start >= len(batches):
+            return
+        pools = self._pools
+        kept, pools.kept = pools.kept, []
+        if kept and sum(p.workers for p in kept) == self._workers:
+            # persistent pools: the same weave from the start of the new epoch
+            stretch = Stretch(start, tuple(p.id for p in kept), tuple(p.workers for p in kept))
+            pools.schedule = Schedule(len(batches), stretch)
+            for pool in kept:
+                pool.start, pool.served = start, 0
+                pool.range.configure(batches, pools.schedule, start)
+                pool.launch(False)
+                pools.live.append(pool)
+            return
+        for pool in kept:
+            shutdown(pool)
+        pool_id = next(pools.ids)
+        pools.schedule = Schedule(len(batches), Stretch(start, (pool_id,), (self._workers,)))
+        pools.live.append(self._open(pool_id, start, self._workers, background=False))
 
-    def _open(self, start: int, workers: int, background: bool, opens: tuple[int, ...] = ()) -> Segment:
-        """A segment serving batches ``[start, end of epoch)`` with ``workers`` workers, started or starting.
+    def _open(self, pool_id: int, start: int, workers: int, background: bool, opens: tuple[int, ...] = ()) -> Pool:
+        """Pool ``pool_id``, serving what the schedule gives it from ``start`` on with ``workers`` workers.
 
         ``opens``: a resize's new pool, whose workers are held until the loop has had that many batches.
         """
-        assert self._batches is not None
-        pools = self._pools
-        kept, pools.kept = pools.kept, None
-        if kept is not None and kept.workers == workers:
-            seg = kept  # a persistent pool: reset it onto the new range
-            seg.start, seg.served = start, 0
-        else:
-            if kept is not None:
-                shutdown(kept)
-            rng = BatchRange()
-            gate = pacer = context = None
-            if opens and workers > 0:
-                gate = WorkerGate(workers, self._context())
-                if background:  # paced by the loop's thread, so never when starting inside it
-                    pacer = ForkPacer()
-                    context = paced(self._context(), pacer)
-                    pacer = pacer if context is not None else None
-            inner = self._inner(rng, start, workers, gate, context)
-            seg = Segment(start, workers, rng, inner, pacer=pacer, gate=gate, opens=opens)
-        seg.range.configure(self._batches, start, len(self._batches))
-        seg.launch(background and workers > 0)
-        return seg
+        assert self._batches is not None and self._pools.schedule is not None
+        rng = BatchRange(pool_id)
+        gate = pacer = context = None
+        if opens and workers > 0:
+            gate = WorkerGate(workers, self._context())
+            if background:  # paced by the loop's thread, so never when starting inside it
+                pacer = ForkPacer()
+                context = paced(self._context(), pacer)
+                pacer = pacer if context is not None else None
+        inner = self._inner(rng, start, workers, gate, context)
+        pool = Pool(pool_id, start, workers, rng, inner, pacer=pacer, gate=gate, opens=opens)
+        rng.configure(self._batches, self._pools.schedule, start)
+        pool.launch(background and workers > 0)
+        return pool
 
     def _context(self) -> BaseContext:
         ctx = self.multiprocessing_context
@@ -350,27 +393,44 @@ class ResizableLoader:
             **kw,
         )
 
-    def _retire(self, seg: Segment) -> None:
-        """``seg`` has served its range: keep its pool for the next epoch, or stop it."""
+    def _retire_done(self) -> None:
+        """Retire the pools that serve nothing more from the loop's position on."""
         assert self._batches is not None
-        epoch_end = not self._pools.segments and seg.stop >= len(self._batches)
-        if epoch_end and self.persistent_workers and seg.workers > 0 and seg.workers == self._workers:
-            seg.it = None
-            self._pools.kept = seg
-        elif epoch_end or seg.workers == 0:
-            shutdown(seg)
-        else:
-            self._pools.reap(seg)  # a drained pool mid-epoch: its join need not delay the next batch
+        pools = self._pools
+        schedule = pools.schedule
+        assert schedule is not None
+        done = [p for p in pools.live if schedule.next_for(p.id, self._consumed) is None]
+        if not done:
+            return
+        pools.live = [p for p in pools.live if p not in done]
+        epoch_end = self._consumed >= len(self._batches)
+        last = schedule.last
+        keep = (
+            epoch_end
+            and self.persistent_workers
+            and last.workers == self._workers > 0
+            and set(last.pools) <= {p.id for p in done}
+        )
+        for pool in done:
+            if keep and pool.id in last.pools:
+                pool.it = None
+                pools.kept.append(pool)
+            elif epoch_end or pool.workers == 0:
+                shutdown(pool)
+            else:
+                pools.reap(pool)  # a drained pool mid-epoch: its join need not delay the next batch
+        if keep:
+            pools.kept.sort(key=lambda p: last.pools.index(p.id))
 
     def _end_epoch(self) -> None:
         self._batches = None
         self._finished = True
+        self._pools.stop_live()
         self._pools.join_reapers()
 
     def _abandon(self) -> None:
         """Stop the pools of an epoch left unfinished (the loop broke out, or a new iter() began)."""
-        while self._pools.segments:
-            shutdown(self._pools.segments.pop())
+        self._pools.stop_live()
         self._pools.join_reapers()
         self._batches = None
 
@@ -387,34 +447,57 @@ class ResizableLoader:
         """Continue the epoch with ``num_workers`` workers from the next batch; ``cores`` re-pins new pools.
 
         Call it from the thread that iterates, between batches.  With no live epoch it sets the count
-        for the next one.  The new pool starts now in a thread (with fork, one worker per batch the loop
-        takes) and its workers wait for their turn; the old one serves the batches it already has in
-        flight (plus the handover) and is shut down once drained.
+        for the next one.  Growing adds a pool of the difference beside the running ones (up to
+        ``MAX_POOLS``); shrinking drops running pools if some of them add up to ``num_workers``;
+        otherwise a pool of ``num_workers`` replaces them.  A new pool starts now in a thread (with
+        fork, one worker per batch the loop takes) and its workers wait for their turn; the running
+        pools serve the batches they already have in flight (plus the handover), and a dropped pool is
+        shut down once drained.
         """
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         if cores is not None:
             self.cores = tuple(cores)
         self._workers = num_workers
-        segments = self._pools.segments
-        if self._batches is None or not segments or segments[-1].workers == num_workers:
+        pools = self._pools
+        schedule = pools.schedule
+        if self._batches is None or schedule is None or schedule.last.workers == num_workers:
             return
-        last, stop = segments[-1], segments[-1].stop
-        if self.handover is not None:
-            at = last.range.cut(extra=self.handover if num_workers > 0 else 0)
-        else:
-            ahead = handover_batches(
-                self.start_method, num_workers, self._interval, self._start_s.get(num_workers), last.workers
-            )
-            at = last.range.cut(at=self._consumed + ahead)  # never below what the old pool already holds
-        if at >= stop:
-            return  # the old pool already holds the rest of the epoch; the next epoch uses the new count
-        if last.start + last.served >= last.stop:
-            self._retire(segments.pop())
-        opens = tuple(at - lead for lead in warmup_leads(num_workers, last.workers))
-        seg = self._open(at, num_workers, background=self.background_start, opens=opens)
-        seg.advance(self._consumed, fork=False)  # its first fork comes with the next batch
-        segments.append(seg)
+        now = schedule.last
+        running = now.workers
+        with schedule.lock:  # a pool starting in a thread takes batches meanwhile
+            done = {p.id for p in pools.live if p.range.exhausted}  # torch asks them no more
+            kept, weights = kept_pools(now, num_workers, done)
+            added = num_workers - sum(weights)
+            extra = 0  # batches past those handed out
+            if self.handover is not None:
+                want, extra = self._consumed, self.handover if added > 0 else 0
+            elif added > 0:
+                # a pool woven beside running ones opens its gates as the cut nears; a replacing one also
+                # waits for the pools it replaces to share the cores with it (warmup_leads)
+                ahead = handover_batches(
+                    self.start_method, added, self._interval, self._start_s.get(added), 0 if kept else running
+                )
+                want = self._consumed + ahead
+            else:
+                want = self._consumed  # dropping pools, or to 0 workers: nothing to start
+            at = max([want] + [p.range.cursor + extra for p in pools.live])  # past everything handed out
+            if at >= schedule.length:
+                return  # the running pools already hold the rest of the epoch; the next one uses the new count
+            pool_id = next(pools.ids) if added > 0 or not kept else None
+            if pool_id is not None:
+                kept, weights = kept + (pool_id,), weights + (added,)
+            schedule.rewrite(at, kept, weights)
+        if pool_id is not None:
+            # worker i's first batch is at + offset + i; in steady state a pool of n starts each batch
+            # n batches ahead, and a replaced pool's workers share the cores until the switch
+            offset = sum(weights[:-1])
+            lead = num_workers + (0 if offset else running)
+            opens = tuple(at + offset + i - lead for i in range(added))
+            pool = self._open(pool_id, at, added, background=self.background_start, opens=opens)
+            pool.advance(self._consumed, fork=False)  # its first fork comes with the next batch
+            pools.live.append(pool)
+        self._retire_done()
 
     def request_resize(self, num_workers: int) -> None:
         """Thread-safe: apply ``resize(num_workers)`` at the next batch the loop asks for."""

@@ -79,7 +79,9 @@ def run_epoch(loader: ResizableLoader, schedule: dict[int, int]) -> list[list[in
     return out
 
 
-schedules = st.dictionaries(st.integers(0, 6), st.integers(0, 3), min_size=1, max_size=3)
+# Up to 4 resizes early in an epoch, to 0-4 workers: grows weave pools (2 -> 3 -> 4 runs three), shrinks
+# drop some of them or replace them all, and a resize may come while an earlier pool still warms up.
+schedules = st.dictionaries(st.integers(0, 8), st.integers(0, 4), min_size=1, max_size=4)
 # 0: cut right at the batches in flight; None: the estimate, which on these instant samples keeps the
 # old pool to the epoch's end (a resize then applies to the next epoch).
 handovers = st.sampled_from([0, 0, 0, 1, 2, None])
@@ -94,7 +96,7 @@ def _no_leftover_workers():
 
 @PROPS
 @given(
-    n=st.integers(1, 40),
+    n=st.integers(1, 60),
     bs=st.integers(1, 6),
     shuffle=st.booleans(),
     drop_last=st.booleans(),

@@ -52,27 +52,79 @@ def _no_leftover_workers():
     assert live_children() <= before, "a worker process outlived its test"
 
 
-def test_a_new_pool_forks_one_worker_per_batch_and_opens_each_gate_on_its_turn():
+def test_growing_weaves_a_pool_of_the_difference_beside_the_running_one():
     before = live_children()
     loader = loader_of(80, 2)
     with loader:
         it = iter(loader)
         got = [next(it).tolist() for _ in range(5)]
         loader.resize(4)
-        old, new = loader._pools.segments
-        ahead = handover_batches(FORK, 4, 0.01, old_workers=2)
-        assert new.start == old.stop == 5 + ahead  # the old pool serves the start and the warm-up
-        assert new.opens == tuple(new.start - lead for lead in warmup_leads(4, 2))
+        old, new = loader._pools.live
+        at = loader._pools.schedule.last.start
+        assert loader._pools.schedule.last.pools == (old.id, new.id) and new.workers == 2
+        assert at == 5 + handover_batches(FORK, 2, 0.01)  # the new pool's start, then its warm-up
+        assert new.opens == (at + 2 - 4, at + 3 - 4)  # each worker 4 batches before its first (at + 2 + i)
         assert new.pacer is not None and new.pacer.started == 0  # no fork inside resize
-        for k in range(1, 5):
+        for k in range(1, 3):
             got.append(next(it).tolist())
             wait_until(lambda k=k: new.pacer.started == k)  # the k-th fork, granted with the k-th batch
-            wait_until(lambda k=k: len(live_children() - before) == 2 + k)
+            wait_until(lambda k=k: len(live_children() - before) == 2 + k)  # the old pool's 2 stay
         while loader.serving_workers != 4:
             consumed = len(got)
-            assert new.gate.opened == [consumed >= at for at in new.opens]  # held until their turn
+            assert new.gate.opened == [consumed >= o for o in new.opens]  # held until their turn
             got.append(next(it).tolist())
-        assert len(got) == new.start + 1 and all(new.gate.opened)
+        assert len(got) == at + 1 and all(new.gate.opened)
+        assert loader._pools.live == [old, new]  # both serve: every 4 batches, 2 from each
+        got += [b.tolist() for b in it]
+    assert got == plain_pass(80, 1, False, False, 0, 1)[0]
+
+
+def test_a_pool_that_replaces_forks_one_worker_per_batch_and_opens_each_gate_on_its_turn():
+    before = live_children()
+    loader = loader_of(80, 4)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        loader.resize(3)  # no running pool adds up to 3: a pool of 3 replaces the pool of 4
+        old, new = loader._pools.live
+        at = loader._pools.schedule.last.start
+        assert loader._pools.schedule.last.pools == (new.id,)
+        assert at == 5 + handover_batches(FORK, 3, 0.01, old_workers=4)
+        assert new.opens == tuple(at - lead for lead in warmup_leads(3, 4))
+        for k in range(1, 4):
+            got.append(next(it).tolist())
+            wait_until(lambda k=k: new.pacer.started == k)
+            wait_until(lambda k=k: len(live_children() - before) == 4 + k)
+        while loader.serving_workers != 3:
+            consumed = len(got)
+            assert new.gate.opened == [consumed >= o for o in new.opens]
+            got.append(next(it).tolist())
+        assert len(got) == at + 1 and all(new.gate.opened)
+        got += [b.tolist() for b in it]
+    assert got == plain_pass(80, 1, False, False, 0, 1)[0]
+
+
+def test_shrinking_to_running_pools_drops_the_others_and_forks_nothing():
+    before = live_children()
+    loader = loader_of(80, 2)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(3)]
+        loader.resize(3)  # 2 + a pool of 1
+        while loader.serving_workers != 3:
+            got.append(next(it).tolist())
+        wait_until(lambda: len(live_children() - before) == 3)
+        first, added = loader._pools.live
+        loader.resize(1)  # the pool of 1 goes on alone; the pool of 2 serves what it holds, then stops
+        assert loader._pools.schedule.last.pools == (added.id,)
+        got.append(next(it).tolist())
+        assert [p.id for p in loader._pools.live] in ([first.id, added.id], [added.id])
+        for _ in range(8):
+            got.append(next(it).tolist())
+        assert loader._pools.live == [added] and loader.serving_workers == 1
+        loader._pools.join_reapers()
+        assert len(live_children() - before) == 1  # nothing forked, the pool of 2 stopped
+        loader.resize(4)  # 1 + a pool of 3
         got += [b.tolist() for b in it]
     assert got == plain_pass(80, 1, False, False, 0, 1)[0]
 
@@ -89,7 +141,7 @@ def test_resizes_requested_while_earlier_pools_still_warm_up_keep_the_order_and_
             if i in schedule:
                 loader.resize(schedule[i])
             if i == 13:
-                assert len(loader._pools.segments) > 1  # a resize is pending
+                assert len(loader._pools.live) > 1  # a resize is pending
                 state = loader.state_dict()
     assert got == expected
     assert state is not None and state["batches_consumed"] == 13
@@ -107,11 +159,11 @@ def test_closing_or_leaving_an_epoch_while_workers_are_held_stops_them_all():
         it = iter(loader)
         for _ in range(3):
             next(it)
-        loader.resize(3)
-        for _ in range(3):
-            next(it)  # all three forked, none of them open yet
-        pending = loader._pools.segments[-1]
-        wait_until(lambda p=pending: p.pacer.started == 3)
+        loader.resize(3)  # 1 + a pool of 2
+        for _ in range(2):
+            next(it)  # both forked, none of them open yet
+        pending = loader._pools.live[-1]
+        wait_until(lambda p=pending: p.pacer.started == 2)
         assert not any(pending.gate.opened)
         if leave == "close":
             loader.close()
@@ -127,11 +179,11 @@ def test_a_pool_started_inside_resize_is_not_paced_and_a_resize_to_0_holds_nothi
         it = iter(loader)
         got = [next(it).tolist() for _ in range(4)]
         loader.resize(3)
-        assert loader._pools.segments[-1].pacer is None  # pacing by the loop would block it here
-        assert loader._pools.segments[-1].gate is not None
+        assert loader._pools.live[-1].pacer is None  # pacing by the loop would block it here
+        assert loader._pools.live[-1].gate is not None
         got.append(next(it).tolist())
         loader.resize(0)
-        assert loader._pools.segments[-1].gate is None
+        assert loader._pools.live[-1].gate is None
         got += [b.tolist() for b in it]
     assert got == [[i] for i in range(60)]
 

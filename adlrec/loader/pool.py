@@ -1,4 +1,4 @@
-"""A segment: a run of an epoch's batches served by one inner ``DataLoader`` and its worker pool."""
+"""A pool: one inner ``DataLoader`` and its workers, serving the batches the epoch's schedule gives it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from typing import Any
 from torch.utils.data import DataLoader, Sampler
 
 from adlrec.loader.pacing import ForkPacer
+from adlrec.loader.schedule import Schedule
 from adlrec.loader.workers import WorkerGate
 
-__all__ = ["BatchRange", "InnerLoader", "Segment", "shutdown"]
+__all__ = ["BatchRange", "InnerLoader", "Pool", "shutdown"]
 
 
 class InnerLoader(DataLoader):
@@ -29,49 +30,49 @@ class InnerLoader(DataLoader):
 
 
 class BatchRange(Sampler[list[int]]):
-    """A batch sampler that hands out ``batches[start:stop]``, where ``stop`` may be lowered mid-way.
+    """A pool's batch sampler: hands out, in position order, the batches the schedule gives its pool.
 
     The inner ``DataLoader`` pulls a batch from it only when it sends that batch to a worker (or, with
-    no workers, loads it), so ``handed`` counts the batches already committed to this pool: a cut at
-    ``handed`` or later loses and repeats nothing.  A pool starting in a thread pulls its first batches
-    while the loop's thread may cut: the lock makes check-and-take and cut atomic.
+    no workers, loads it), so ``cursor`` (one past the last position handed out) bounds what is
+    committed to this pool: a schedule rewritten from the largest cursor on loses and repeats nothing.
+    A pool starting in a thread pulls its first batches while the loop's thread may rewrite: the
+    schedule's lock makes find-and-take and rewrite atomic.  Once it finds nothing more it is done
+    for the epoch (torch does not ask a finished sampler again), so a rewrite never gives it more.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pool_id: int) -> None:
+        self.pool_id = pool_id
         self.batches: list[list[int]] = []
-        self.start = 0
-        self.stop = 0
-        self.handed = 0  # absolute index of the next batch to hand out
-        self.lock = threading.Lock()
+        self.schedule: Schedule | None = None
+        self.cursor = 0  # the next position to look from
+        self.exhausted = False
 
-    def configure(self, batches: list[list[int]], start: int, stop: int) -> None:
-        self.batches, self.start, self.stop, self.handed = batches, start, stop, start
+    def configure(self, batches: list[list[int]], schedule: Schedule, start: int) -> None:
+        self.batches, self.schedule, self.cursor, self.exhausted = batches, schedule, start, False
 
     def __iter__(self) -> Iterator[list[int]]:
+        schedule = self.schedule
+        assert schedule is not None, "configure() first"
         while True:
-            with self.lock:
-                if self.handed >= self.stop:
+            with schedule.lock:
+                position = schedule.next_for(self.pool_id, self.cursor)
+                if position is None:
+                    self.exhausted = True
                     return
-                batch = self.batches[self.handed]
-                self.handed += 1
+                self.cursor = position + 1
+                batch = self.batches[position]
             yield batch
 
-    def cut(self, at: int | None = None, extra: int = 0) -> int:
-        """Hand out nothing from ``at`` (default: what is handed out now, plus ``extra``) on; returns the cut."""
-        with self.lock:
-            at = min(self.stop, self.handed + extra if at is None else max(at, self.handed))
-            self.stop = at
-            return at
-
     def __len__(self) -> int:
-        return max(0, self.stop - self.start)
+        return self.schedule.count_for(self.pool_id) if self.schedule is not None else 0
 
 
-@dataclass
-class Segment:
-    """One pool's share of an epoch: batches ``[start, range.stop)``, of which ``served`` went to the loop."""
+@dataclass(eq=False)
+class Pool:
+    """One inner loader's workers: ``served`` batches of the epoch went from it to the loop."""
 
-    start: int
+    id: int
+    start: int  # the position it was opened at (its workers' seeds derive from it)
     workers: int
     range: BatchRange
     loader: DataLoader
@@ -127,25 +128,21 @@ class Segment:
         if self.start_error is not None:
             raise self.start_error
 
-    @property
-    def stop(self) -> int:
-        return self.range.stop
 
-
-def shutdown(seg: Segment) -> None:
-    """Stop ``seg``'s workers now and join them; idempotent.
+def shutdown(pool: Pool) -> None:
+    """Stop ``pool``'s workers now and join them; idempotent.
 
     Uses torch's ``_shutdown_workers`` (what the iterator's ``__del__`` and exhaustion call) so that
     no pool's life depends on when the garbage collector runs.  Held workers are let go first, or
     torch would wait its 5 s join timeout for each of them.
     """
-    seg.open_all()
-    if seg.starter is not None:
-        seg.starter.join()
-        seg.starter = None
-    it, seg.it = seg.it, None
+    pool.open_all()
+    if pool.starter is not None:
+        pool.starter.join()
+        pool.starter = None
+    it, pool.it = pool.it, None
     stop = getattr(it, "_shutdown_workers", None)
     if stop is not None:
         stop()
-    if getattr(seg.loader, "_iterator", None) is it:
-        seg.loader._iterator = None  # a persistent loader keeps its iterator: drop it too
+    if getattr(pool.loader, "_iterator", None) is it:
+        pool.loader._iterator = None  # a persistent loader keeps its iterator: drop it too
