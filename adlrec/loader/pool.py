@@ -18,7 +18,7 @@ __all__ = ["BatchRange", "InnerLoader", "Pool", "shutdown"]
 
 
 class InnerLoader(DataLoader):
-    """The ``DataLoader`` serving one segment, without torch's warning against more workers than cores.
+    """The ``DataLoader`` of one pool, without torch's warning against more workers than cores.
 
     The worker count is the allocation service's decision, made knowing the cores; torch's advice
     (issued at construction and at every ``iter()``) is noise here, as it is in a profiling sweep.
