@@ -1,13 +1,15 @@
 """The wait a training loop sees at a resize, in batch times: make-before-break vs rebuilding the loader.
 
     python bench/resize.py [--repeats 3] [--sample-ms 1.5,6,0.2+4] [--batch-size 8] [--step-ms 3]
-                           [--changes 1:2,2:4,4:1,0:2] [--window 30]
+                           [--changes 1:2,2:4,4:1,0:2,2:4:2] [--window 30]
 
 Each sample costs real CPU in the worker (pure-Python arithmetic, ~``--sample-ms``; one table row
 group per value); a value ``CPU+IO`` adds ``IO`` ms of waiting per sample (a sleep, as a read from
 remote storage: a loader bound by I/O, whose workers do not compete for the cores); the loop's step is an emulated accelerator (a sleep of ``--step-ms``).  For each worker-count change a->b, one run:
 ``--window`` batches at ``a`` workers, the change, then batches until the new pool has served
-``--window`` of them.  Workers start with ``--start-method`` (fork by default).
+``--window`` of them.  A chain ``a:c:b`` first resizes ``a -> c`` and lets that settle, then
+measures ``c -> b``: ``2:4:2`` measures the shrink back after a grow (which drops the pool the grow
+added, where ``4:2`` from a single pool of 4 starts a pool of 2).  Workers start with ``--start-method`` (fork by default).
 
   make-before-break  ``ResizableLoader.resize(b)``: the new pool starts, the old one serves what it
                      has in flight (plus the estimated handover), the switch is at a batch boundary.
@@ -17,9 +19,11 @@ remote storage: a loader bound by I/O, whose workers do not compete for the core
 After the change, make-before-break runs until the new pool has served ``--window`` batches ("mbb
 switch": after how many batches it served its first; "never" if the epoch ran out first, and then
 the row did not measure a switch).  Over the change call and every batch after it, in units of the
-median batch time before it, against a baseline wait per batch of max(steady wait before, steady
-wait after) (the median wait of the 10 batches before the change, and of the last 10), so that a
-batch served at the old pool's normal pace is not counted as a stall:
+median batch time before it, against a baseline wait per batch of max(normal wait before, normal
+wait after): the 90th percentile of the waits of the 10 batches before the change, and of the last
+10, so that a batch served at either pool's normal pace is not counted as a stall.  (Not the median:
+a pool of several workers often delivers in bursts, e.g. 2 ms and 99 ms alternating for two workers
+that finish together, and a median baseline would count every other steady batch as a stall.)
   longest  the longest single wait over the baseline (the change call counts as part of the first)
   total    all the waiting over the baseline (change call + sum of the excesses)
 The goal is make-before-break longest <= 1 batch time.  The last column is the control: the same
@@ -108,22 +112,38 @@ def drive(batches: Iterator, count: int, step_s: float) -> tuple[list[float], li
     return waits, times
 
 
+def normal_wait(waits: list[float]) -> float:
+    """The 90th percentile of a steady run of waits: the longest that is still the pool's normal pace."""
+    return statistics.quantiles(waits, n=10, method="inclusive")[-1] if len(waits) > 1 else waits[0]
+
+
 def summarise(
     waits_before: list[float], before: list[float], call_s: float, after: list[float], b: int, n: int = 0
 ) -> Run:
-    base = max(statistics.median(waits_before[-10:]), statistics.median(after[-10:]))
+    base = max(normal_wait(waits_before[-10:]), normal_wait(after[-10:]))
     excess = [max(0.0, w - base) for w in after]
     excess[0] += call_s
     return Run(statistics.median(before), call_s, max(excess), sum(excess), n or len(after))
 
 
+SETUP_BATCHES = 60  # per set-up resize of a chain: enough for its new pool to take over
+
+
 def make_before_break(
-    ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float, handover: int | None = None
+    ds: Dataset, bs: int, path: tuple[int, ...], window: int, step_s: float, handover: int | None = None
 ) -> tuple[Run, int | None]:
-    """The run, and after how many batches the new pool served its first (None: it never did)."""
-    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=START["method"], handover=handover)
+    """The run of the change ``path[-2] -> path[-1]``, after the set-up resizes ``path[1:-1]`` from
+    ``path[0]``; and after how many batches the new count served its first (None: it never did)."""
+    b = path[-1]
+    loader = ResizableLoader(ds, bs, num_workers=path[0], multiprocessing_context=START["method"], handover=handover)
     with loader:
         it = iter(loader)
+        for c in path[1:-1]:  # e.g. 2:4:2 grows to 4 (two pools of 2) before the measured 4 -> 2
+            loader.resize(c)
+            for _ in range(SETUP_BATCHES):
+                drive(it, 1, step_s)
+                if loader.serving_workers == c:
+                    break
         drive(it, 10, step_s)  # warm-up
         waits_before, before = drive(it, window, step_s)
         t = time.perf_counter()
@@ -184,14 +204,20 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--step-ms", type=float, default=3.0)
     ap.add_argument("--window", type=int, default=30)
-    ap.add_argument("--changes", default="1:2,2:4,4:1,0:2")
+    ap.add_argument("--changes", default="1:2,2:4,4:1,0:2,2:4:2", help="a:b or a chain a:c:b, comma-separated")
     ap.add_argument("--handover", type=int, default=None, help="batches; default: the loader's estimate")
     ap.add_argument("--start-method", choices=["fork", "forkserver", "spawn"], default="fork")
     ap.add_argument("--max-after", type=int, default=400, help="batches the epoch holds after the change")
     args = ap.parse_args()
     START["method"] = args.start_method
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
-    changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
+    try:
+        changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
+    except ValueError:
+        ap.error(f"--changes: expected worker counts like 1:2,2:4:2, got {args.changes!r}")
+    if any(len(c) < 2 or min(c) < 0 for c in changes):
+        ap.error(f"--changes: each change needs two or more worker counts >= 0, got {args.changes!r}")
+    setup = max(len(c) - 2 for c in changes) * SETUP_BATCHES
     step_s = args.step_ms / 1e3
     table = Table(
         title=(
@@ -206,11 +232,14 @@ def main() -> int:
     for sample in args.sample_ms.split(","):
         cpu_ms, _, io_ms = sample.partition("+")
         ds = Busy(
-            (10 + args.window + args.max_after) * args.batch_size, calibrate(float(cpu_ms)), float(io_ms or 0) / 1e3
+            (setup + 10 + args.window + args.max_after) * args.batch_size,
+            calibrate(float(cpu_ms)),
+            float(io_ms or 0) / 1e3,
         )
-        for a, b in changes:
+        for path in changes:
+            a, b = path[-2:]
             runs = [
-                make_before_break(ds, args.batch_size, a, b, args.window, step_s, args.handover)
+                make_before_break(ds, args.batch_size, path, args.window, step_s, args.handover)
                 for _ in range(args.repeats)
             ]
             mbb = [r for r, _ in runs]
@@ -227,7 +256,7 @@ def main() -> int:
             r_long = statistics.median(r.longest for r in reb)
             table.add_row(
                 f"{cpu_ms}+{io_ms} ms" if io_ms else f"{cpu_ms} ms",
-                f"{a} -> {b}",
+                " -> ".join(map(str, path)),
                 f"{1e3 * statistics.median(r.batch_s for r in mbb):.1f} ms",
                 "never" if None in switches else f"+{statistics.median(switches):.0f}",
                 f"{1e3 * statistics.median(r.call_s for r in mbb):.1f} ms",
