@@ -1,6 +1,6 @@
 """Three real jobs on this machine, once with an even split of workers and once under the service.
 
-    python bench/live.py [--device emulate:10] [--epochs 3] [--main-cores 0]
+    python bench/live.py [--device emulate:10] [--epochs 15] [--main-cores 0]
 
 Each job is `examples/train_loop.py` over a bundled example (image, text, audio) with an emulated
 accelerator step (a timed wait) and real data loading in real worker processes.  Phase 1: every job
@@ -76,7 +76,9 @@ def summary(results: list[dict]) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="emulate:10")
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument(
+        "--epochs", type=int, default=15, help="each job's epochs (3 make runs of ~6 s, which start-up dominates)"
+    )
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="the node's cores, as the service sees them")
     ap.add_argument(
         "--main-cores", type=int, default=0, help="cores each training process needs (0: an emulated step sleeps)"

@@ -394,23 +394,27 @@ class ResizableLoader:
         )
 
     def _retire_done(self) -> None:
-        """Retire the pools that serve nothing more from the loop's position on."""
+        """Retire the pools that serve nothing more from the loop's position on.
+
+        With ``persistent_workers``, the pools of the epoch's last stretch wait for its end (woven
+        pools run out at different batches) and are kept for the next epoch if the count still holds.
+        """
         assert self._batches is not None
         pools = self._pools
         schedule = pools.schedule
         assert schedule is not None
-        done = [p for p in pools.live if schedule.next_for(p.id, self._consumed) is None]
+        epoch_end = self._consumed >= len(self._batches)
+        last = schedule.last
+        persist = self.persistent_workers and last.workers == self._workers > 0
+        done = [
+            p
+            for p in pools.live
+            if schedule.next_for(p.id, self._consumed) is None and (epoch_end or not (persist and p.id in last.pools))
+        ]
         if not done:
             return
         pools.live = [p for p in pools.live if p not in done]
-        epoch_end = self._consumed >= len(self._batches)
-        last = schedule.last
-        keep = (
-            epoch_end
-            and self.persistent_workers
-            and last.workers == self._workers > 0
-            and set(last.pools) <= {p.id for p in done}
-        )
+        keep = epoch_end and persist and set(last.pools) <= {p.id for p in done}
         for pool in done:
             if keep and pool.id in last.pools:
                 pool.it = None

@@ -217,3 +217,21 @@ def test_more_workers_than_cores_is_the_callers_decision_and_draws_no_warning():
             got += [b.tolist() for b in it]
     assert [i for b in got for i in b] == list(range(12))
     assert not [w for w in caught if "worker processes" in str(w.message)]
+
+
+def test_persistent_woven_pools_serve_the_next_epoch_as_they_are():
+    loader = loader_of(40, 2, persistent_workers=True)
+    with loader:
+        first = []
+        for i, batch in enumerate(loader, start=1):
+            first.append(batch.tolist())
+            if i == 3:
+                loader.resize(3)  # 2 + a pool of 1, woven
+        kept = list(loader._pools.kept)
+        assert [p.workers for p in kept] == [2, 1]
+        pids = {w.pid for p in kept for w in p.loader._iterator._workers}
+        assert len(pids) == 3
+        second = [b.tolist() for b in loader]
+        assert loader._pools.kept == kept  # the same pools, kept again
+        assert {w.pid for p in kept for w in p.loader._iterator._workers} == pids  # no worker restarted
+    assert first == second == [[i] for i in range(40)]
