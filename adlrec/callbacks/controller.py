@@ -1,6 +1,10 @@
 """The framework-neutral heart of ``ADLCallback``: register, measure, heartbeat, apply plans.
 
-The training loop only records timestamps (:class:`LoopMeter`), which costs nothing.  A named daemon
+The training loop only records timestamps (:class:`LoopMeter`), which costs nothing, each step
+tagged with the worker count that served it (``loader.serving_workers``, when the loader says).  A
+heartbeat reports throughput only when its window ran entirely at the count the job now asks for,
+over at least ``min_steps`` steps: right after a resize the old pool still serves for a few batches,
+and its pace must not become a point of the new count's curve.  A named daemon
 thread heartbeats every ``interval_s`` (``while not stop.wait(interval)``), so a slow or absent
 service never blocks a step; when the service answers with a plan the job has not applied yet, the
 thread asks the loader to resize (``request_resize``, applied by the loop at its next batch).  No
@@ -34,7 +38,7 @@ class ServiceLike(Protocol):
 
 class Resizable(Protocol):
     @property
-    def num_workers(self) -> int: ...
+    def num_workers(self) -> int: ...  # the count asked for (``serving_workers``, if present: in use)
 
     def request_resize(self, num_workers: int) -> None: ...
 
@@ -49,6 +53,7 @@ class Controller:
         registration: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         window: int = 50,
+        min_steps: int | None = None,
     ) -> None:
         self.client = client
         self.node = node
@@ -56,6 +61,7 @@ class Controller:
         self.registration = dict(registration or {})
         self.clock = clock
         self.meter = LoopMeter(window)
+        self.min_steps = max(1, window // 5) if min_steps is None else min_steps
         self.loader: Resizable | None = None
         self.applied: list[tuple[int | None, int]] = []  # (plan id, workers) applied, in order
         self._stop = threading.Event()
@@ -80,7 +86,7 @@ class Controller:
         self.meter.fetched(self.clock())
 
     def batch_done(self, samples: int) -> None:
-        self.meter.done(self.clock(), samples)
+        self.meter.done(self.clock(), samples, getattr(self.loader, "serving_workers", None))
 
     def stop(self) -> None:
         """Stop heartbeating and tell the service the job finished (never raises)."""
@@ -100,6 +106,8 @@ class Controller:
         """One heartbeat; apply the answer if it carries a plan not applied yet."""
         stats = self.meter.stats()
         workers = self.loader.num_workers if self.loader is not None else 0
+        if stats is not None and (stats.steps < self.min_steps or stats.tag not in (None, workers)):
+            stats = None  # too few steps yet, or measured at the count before a resize
         answer = self._safe(
             "heartbeat",
             lambda: self.client.heartbeat(

@@ -4,6 +4,11 @@ The loop reports two moments per step: when its batch arrived (``fetched``) and 
 (``done``).  The wait for data is the time from the previous step's end to the batch's arrival.
 Figures are over a sliding window of recent steps.  No clock inside: the caller passes ``now``.
 Thread-safe: the heartbeat thread reads a snapshot while the loop writes.
+
+Each step may carry a *tag*, the loader's worker count that served its batch.  A change of tag
+empties the window, and the first step after it is left out: it holds the switch between pools,
+not the new count's pace.  So a window's figures always belong to one worker count, and a
+measurement taken across a resize is never reported as a point of either count's curve.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ class LoopStats:
     data_wait: float  # share of the window spent waiting for batches
     steps: int  # steps in the window
     samples_total: int  # samples consumed since the start
+    tag: int | None = None  # the worker count every step in the window was served by, if told
 
 
 class LoopMeter:
@@ -31,14 +37,18 @@ class LoopMeter:
         self._last_done: float | None = None
         self._fetched: float | None = None
         self._total = 0
+        self._tag: int | None = None
         self._lock = threading.Lock()
 
     def fetched(self, now: float) -> None:
         self._fetched = now
 
-    def done(self, now: float, samples: int) -> None:
+    def done(self, now: float, samples: int, tag: int | None = None) -> None:
         with self._lock:
-            if self._last_done is not None:
+            if tag != self._tag:
+                self._steps.clear()  # another worker count: start a new window, without this step
+                self._tag = tag
+            elif self._last_done is not None:
                 fetched = self._fetched if self._fetched is not None else self._last_done
                 wait = max(0.0, min(fetched, now) - self._last_done)
                 self._steps.append((now - self._last_done, wait, samples))
@@ -59,4 +69,5 @@ class LoopMeter:
                 data_wait=min(1.0, sum(w for _, w, _ in self._steps) / seconds),
                 steps=len(self._steps),
                 samples_total=self._total,
+                tag=self._tag,
             )

@@ -470,7 +470,9 @@ class ResizableLoader:
         now = schedule.last
         running = now.workers
         with schedule.lock:  # a pool starting in a thread takes batches meanwhile
-            done = {p.id for p in pools.live if p.range.exhausted}  # torch asks them no more
+            # pools torch asks no more, or already retired: they cannot be given more batches
+            live = {p.id for p in pools.live}
+            done = {p.id for p in pools.live if p.range.exhausted} | (set(now.pools) - live)
             kept, weights = kept_pools(now, num_workers, done)
             added = num_workers - sum(weights)
             extra = 0  # batches past those handed out

@@ -6,6 +6,7 @@ import logging
 import time
 
 import httpx
+import pytest
 import torch
 
 from adlrec.callbacks import ADLCallback, ADLLoop
@@ -175,3 +176,46 @@ def test_the_runnable_plain_loop_script_trains_a_model_py_under_the_service(tmp_
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["samples"] == 4 * 64 and out["job"] == "tiny"
     assert job["status"] == "finished"
+
+
+def test_throughput_is_reported_only_for_the_worker_count_that_measured_it(tmp_path):
+    """Right after a resize the old pool serves a few more batches: their pace is no point of the new
+    count's curve.  An injected clock makes each step 0.1 s at 1 worker and 0.05 s at 3."""
+    from adlrec.callbacks import Controller
+    from adlrec.client import ServiceClient
+
+    settings = service_settings(tmp_path, service_debounce_s=30)  # no plan interferes: only ours
+    now = [0.0]
+    ld = loader(n=400, workers=1)
+    with LiveServer(create_app(settings)) as srv, ld:
+        client = ServiceClient(srv.url, token="s3cret")
+        reg = {"curve": STEEP, "job_id": "measured"}
+        c = Controller(client, "n9", interval_s=3600, registration=reg, clock=lambda: now[0], window=10)
+        c.start(ld)
+        it = iter(ld)
+
+        def steps(k: int, dt: float) -> None:
+            for _ in range(k):
+                batch = next(it)
+                c.batch_fetched()
+                now[0] += dt
+                c.batch_done(len(batch))
+
+        def points() -> dict[int, float]:
+            job = httpx.get(f"{srv.url}/jobs/measured", timeout=10).json()
+            return {p["workers"]: p["throughput"] for p in job["measured"]}
+
+        steps(5, 0.1)
+        c.beat()
+        assert points() == {1: 80.0}
+        ld.resize(3)  # what the heartbeat thread asks for when a plan says 3
+        steps(1, 0.1)  # still served by the pool of 1
+        assert ld.serving_workers == 1
+        c.beat()  # workers=3 now, but every measured step ran at 1: no throughput sent
+        assert points() == {1: 80.0}
+        while ld.serving_workers != 3:
+            steps(1, 0.1)
+        steps(3, 0.05)
+        c.beat()
+        assert points() == pytest.approx({1: 80.0, 3: 160.0})  # only steps served by 3 workers
+        c.stop()

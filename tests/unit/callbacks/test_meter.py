@@ -43,3 +43,21 @@ def test_a_job_must_say_what_its_curve_is():
         make_controller(probe=None, curve=None, **kw)
     with pytest.raises(ValueError, match="interval_s must be > 0"):
         make_controller(probe=None, curve=[1.0], **(kw | {"interval_s": 0}))
+
+
+def test_a_new_worker_count_starts_a_new_window_without_the_switching_step():
+    m = LoopMeter(window=10)
+    t = 0.0
+    for _ in range(4):
+        t += 0.1
+        m.done(t, 8, tag=1)
+    assert m.stats().tag == 1 and m.stats().steps == 3 and m.stats().throughput == pytest.approx(80.0)
+    t += 0.5  # the batch that came from the new pool, after the switch
+    m.done(t, 8, tag=3)
+    assert m.stats() is None  # nothing measured at 3 yet: the switching step is left out
+    for _ in range(2):
+        t += 0.05
+        m.done(t, 8, tag=3)
+    s = m.stats()
+    assert s.tag == 3 and s.steps == 2 and s.throughput == pytest.approx(160.0)
+    assert s.samples_total == 7 * 8
