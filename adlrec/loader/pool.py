@@ -34,7 +34,8 @@ class BatchRange(Sampler[list[int]]):
 
     The inner ``DataLoader`` pulls a batch from it only when it sends that batch to a worker (or, with
     no workers, loads it), so ``cursor`` (one past the last position handed out) bounds what is
-    committed to this pool: a schedule rewritten from the largest cursor on loses and repeats nothing.
+    committed to this pool: a schedule rewritten from the largest cursor of the pools that handed
+    anything out loses and repeats nothing.
     A pool starting in a thread pulls its first batches while the loop's thread may rewrite: the
     schedule's lock makes find-and-take and rewrite atomic.  Once it finds nothing more it is done
     for the epoch (torch does not ask a finished sampler again), so a rewrite never gives it more.
@@ -45,10 +46,12 @@ class BatchRange(Sampler[list[int]]):
         self.batches: list[list[int]] = []
         self.schedule: Schedule | None = None
         self.cursor = 0  # the next position to look from
+        self.handed = 0  # batches handed out this epoch
         self.exhausted = False
 
     def configure(self, batches: list[list[int]], schedule: Schedule, start: int) -> None:
         self.batches, self.schedule, self.cursor, self.exhausted = batches, schedule, start, False
+        self.handed = 0
 
     def __iter__(self) -> Iterator[list[int]]:
         schedule = self.schedule
@@ -60,6 +63,7 @@ class BatchRange(Sampler[list[int]]):
                     self.exhausted = True
                     return
                 self.cursor = position + 1
+                self.handed += 1
                 batch = self.batches[position]
             yield batch
 
@@ -141,6 +145,8 @@ def shutdown(pool: Pool) -> None:
         pool.starter.join()
         pool.starter = None
     it, pool.it = pool.it, None
+    if it is None:  # a pool kept between epochs: its loader holds the iterator
+        it = getattr(pool.loader, "_iterator", None)
     stop = getattr(it, "_shutdown_workers", None)
     if stop is not None:
         stop()

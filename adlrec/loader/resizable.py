@@ -117,7 +117,10 @@ class _Pools:
         self.ids = itertools.count()
 
     def by_id(self, pool_id: int) -> Pool:
-        return next(p for p in self.live if p.id == pool_id)
+        for p in self.live:
+            if p.id == pool_id:
+                return p
+        raise RuntimeError(f"ResizableLoader: the schedule names pool {pool_id}, which is not running")
 
     def reap(self, pool: Pool) -> None:
         t = threading.Thread(target=shutdown, args=(pool,), name="adlrec-loader-reaper", daemon=True)
@@ -320,9 +323,9 @@ class ResizableLoader:
         self._last_t = None
         if start >= len(batches):
             return
-        pools = self._pools
+        pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
         kept, pools.kept = pools.kept, []
-        if kept and sum(p.workers for p in kept) == self._workers:
+        if kept and sum(p.workers for p in kept) == workers:
             # persistent pools: the same weave from the start of the new epoch
             stretch = Stretch(start, tuple(p.id for p in kept), tuple(p.workers for p in kept))
             pools.schedule = Schedule(len(batches), stretch)
@@ -335,8 +338,8 @@ class ResizableLoader:
         for pool in kept:
             shutdown(pool)
         pool_id = next(pools.ids)
-        pools.schedule = Schedule(len(batches), Stretch(start, (pool_id,), (self._workers,)))
-        pools.live.append(self._open(pool_id, start, self._workers, background=False))
+        pools.schedule = Schedule(len(batches), Stretch(start, (pool_id,), (workers,)))
+        pools.live.append(self._open(pool_id, start, workers, background=False))
 
     def _open(self, pool_id: int, start: int, workers: int, background: bool, opens: tuple[int, ...] = ()) -> Pool:
         """Pool ``pool_id``, serving what the schedule gives it from ``start`` on with ``workers`` workers.
@@ -417,6 +420,8 @@ class ResizableLoader:
         keep = epoch_end and persist and set(last.pools) <= {p.id for p in done}
         for pool in done:
             if keep and pool.id in last.pools:
+                pool.open_all()
+                pool.wait_started()  # its start thread must be done before the next epoch resets it
                 pool.it = None
                 pools.kept.append(pool)
             elif epoch_end or pool.workers == 0:
@@ -473,7 +478,12 @@ class ResizableLoader:
             # pools torch asks no more, or already retired: they cannot be given more batches
             live = {p.id for p in pools.live}
             done = {p.id for p in pools.live if p.range.exhausted} | (set(now.pools) - live)
-            kept, weights = kept_pools(now, num_workers, done)
+            serving = schedule.stretch_at(min(self._consumed, schedule.length - 1))
+            if serving is not now and serving.workers == num_workers and set(serving.pools) <= live - done:
+                # back to the count serving now, before a pending cut: the serving pools go on
+                kept, weights = serving.pools, serving.weights
+            else:
+                kept, weights = kept_pools(now, num_workers, done)
             added = num_workers - sum(weights)
             extra = 0  # batches past those handed out
             if self.handover is not None:
@@ -487,12 +497,18 @@ class ResizableLoader:
                 want = self._consumed + ahead
             else:
                 want = self._consumed  # dropping pools, or to 0 workers: nothing to start
-            at = max([want] + [p.range.cursor + extra for p in pools.live])  # past everything handed out
-            if at >= schedule.length:
-                return  # the running pools already hold the rest of the epoch; the next one uses the new count
+            # past everything handed out (a pool that handed out nothing yet holds nothing back)
+            at = max([want] + [p.range.cursor + extra for p in pools.live if p.range.handed])
             pool_id = next(pools.ids) if added > 0 or not kept else None
             if pool_id is not None:
                 kept, weights = kept + (pool_id,), weights + (added,)
+            if at >= schedule.length or (
+                pool_id is not None and Stretch(at, kept, weights).count_for(pool_id, schedule.length) == 0
+            ):
+                return  # the running pools already hold the rest of the epoch; the next one uses the new count
+            for p in pools.live:
+                if not p.range.handed:  # it looks from where it opened; what it gets now may start earlier
+                    p.range.cursor = min(p.range.cursor, at)
             schedule.rewrite(at, kept, weights)
         if pool_id is not None:
             # worker i's first batch is at + offset + i; in steady state a pool of n starts each batch

@@ -79,9 +79,10 @@ def run_epoch(loader: ResizableLoader, schedule: dict[int, int]) -> list[list[in
     return out
 
 
-# Up to 4 resizes early in an epoch, to 0-4 workers: grows weave pools (2 -> 3 -> 4 runs three), shrinks
-# drop some of them or replace them all, and a resize may come while an earlier pool still warms up.
-schedules = st.dictionaries(st.integers(0, 8), st.integers(0, 4), min_size=1, max_size=4)
+# Up to 5 resizes anywhere in the first 30 batches of an epoch (its last ones included, for short
+# epochs), to 0-5 workers: grows weave pools (2 -> 3 -> 4 runs three), shrinks drop some of them or
+# replace them all, and a resize may come while an earlier pool still starts or warms up.
+schedules = st.dictionaries(st.integers(0, 30), st.integers(0, 5), min_size=1, max_size=5)
 # 0: cut right at the batches in flight; None: the estimate, which on these instant samples keeps the
 # old pool to the epoch's end (a resize then applies to the next epoch).
 handovers = st.sampled_from([0, 0, 0, 1, 2, None])

@@ -235,3 +235,75 @@ def test_persistent_woven_pools_serve_the_next_epoch_as_they_are():
         assert loader._pools.kept == kept  # the same pools, kept again
         assert {w.pid for p in kept for w in p.loader._iterator._workers} == pids  # no worker restarted
     assert first == second == [[i] for i in range(40)]
+
+
+def test_a_grow_whose_new_pool_would_serve_nothing_is_left_to_the_next_epoch():
+    # 1 worker, handover 0, 3 batches before the end: the weave [1, 3] from the cut gives the new
+    # pool none of the epoch's last batches.  Starting it anyway left a paced start waiting for
+    # permits; kept for the next epoch, its reset then waited on the loop forever.
+    n = 10
+    loader = ResizableLoader(
+        Indices(n), 1, num_workers=1, persistent_workers=True, handover=0, multiprocessing_context=FORK
+    )
+    with loader:
+        for i, _ in enumerate(loader, start=1):
+            if i == n - 3:
+                loader.resize(4)
+                assert [p.workers for p in loader._pools.live] == [1]  # nothing started
+        out: list = []
+        t = threading.Thread(target=lambda: out.append([b.item() for b in loader]), daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "the next epoch hung"
+        assert loader.serving_workers == 4
+    assert out == [list(range(n))]
+
+
+def test_a_kept_persistent_pool_is_stopped_when_the_count_changes():
+    loader = ResizableLoader(Indices(8), 2, num_workers=2, persistent_workers=True, multiprocessing_context=FORK)
+    with loader:
+        before = live_children()
+        list(loader)
+        old = live_children() - before
+        assert len(old) == 2
+        kept = list(loader._pools.kept)  # a reference elsewhere must not keep the workers alive
+        loader.resize(1)
+        iter(loader)
+        assert not (live_children() & old), "the kept pool's workers outlived their shutdown"
+        del kept
+
+
+def test_resizing_back_before_a_pending_cut_keeps_the_serving_pool_and_starts_nothing():
+    before = live_children()
+    loader = loader_of(60, 3, handover=6)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(3)]
+        serving = loader._pools.live[0]
+        loader.resize(2)  # a pool of 2 replaces the pool of 3 at the cut, 6 batches past those in flight
+        loader.resize(3)  # back, before the cut: the pool of 3 goes on, the pool of 2 is dropped
+        assert loader._pools.schedule.last.pools == (serving.id,)
+        got.append(next(it).tolist())
+        assert loader._pools.live == [serving]
+        loader._pools.join_reapers()
+        assert len(live_children() - before) == 3
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(60)]
+
+
+def test_a_pool_that_has_handed_out_nothing_serves_from_an_earlier_cut():
+    # 3 -> 2 replaces at a cut 11 batches ahead (start, warm-up, the old pool's 3); 4 right after
+    # grows beside the pending pool of 2, whose paced start has not taken a batch yet, at a cut only
+    # 8 ahead.  The pending pool must serve its share from that earlier cut, not from where it opened.
+    loader = loader_of(80, 3)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        loader.resize(2)
+        pending = loader._pools.live[-1]
+        assert pending.range.handed == 0 and pending.start == 5 + 11
+        loader.resize(4)
+        assert loader._pools.schedule.last.start == 5 + 8
+        assert loader._pools.schedule.last.pools[0] == pending.id
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(80)]
