@@ -45,6 +45,20 @@ def loader_of(n: int, workers: int, **kw) -> ResizableLoader:
     return ResizableLoader(Indices(n), 1, num_workers=workers, multiprocessing_context=FORK, clock=ticking(), **kw)
 
 
+def follow_warm_up(loader: ResizableLoader, it, new, got: list, before: set[int], running: int) -> None:
+    """Take batches while ``new`` starts and warms up: one fork per batch the loop takes, each worker's
+    gate open only from its turn on, until the loader serves its new count."""
+    for k in range(1, new.workers + 1):
+        got.append(next(it).tolist())
+        wait_until(lambda k=k: new.pacer.started == k)  # the k-th fork, granted with the k-th batch
+        wait_until(lambda k=k: len(live_children() - before) == running + k)
+    while loader.serving_workers != loader.num_workers:
+        consumed = len(got)
+        assert new.gate.opened == [consumed >= o for o in new.opens]  # held until their turn
+        got.append(next(it).tolist())
+    assert all(new.gate.opened)
+
+
 @pytest.fixture(autouse=True)
 def _no_leftover_workers():
     before = live_children()
@@ -65,15 +79,8 @@ def test_growing_weaves_a_pool_of_the_difference_beside_the_running_one():
         assert at == 5 + handover_batches(FORK, 2, 0.01)  # the new pool's start, then its warm-up
         assert new.opens == (at + 2 - 4, at + 3 - 4)  # each worker 4 batches before its first (at + 2 + i)
         assert new.pacer is not None and new.pacer.started == 0  # no fork inside resize
-        for k in range(1, 3):
-            got.append(next(it).tolist())
-            wait_until(lambda k=k: new.pacer.started == k)  # the k-th fork, granted with the k-th batch
-            wait_until(lambda k=k: len(live_children() - before) == 2 + k)  # the old pool's 2 stay
-        while loader.serving_workers != 4:
-            consumed = len(got)
-            assert new.gate.opened == [consumed >= o for o in new.opens]  # held until their turn
-            got.append(next(it).tolist())
-        assert len(got) == at + 1 and all(new.gate.opened)
+        follow_warm_up(loader, it, new, got, before, running=2)  # the old pool's 2 stay
+        assert len(got) == at + 1
         assert loader._pools.live == [old, new]  # both serve: every 4 batches, 2 from each
         got += [b.tolist() for b in it]
     assert got == plain_pass(80, 1, False, False, 0, 1)[0]
@@ -91,15 +98,8 @@ def test_a_pool_that_replaces_forks_one_worker_per_batch_and_opens_each_gate_on_
         assert loader._pools.schedule.last.pools == (new.id,)
         assert at == 5 + handover_batches(FORK, 3, 0.01, old_workers=4)
         assert new.opens == tuple(at - lead for lead in warmup_leads(3, 4))
-        for k in range(1, 4):
-            got.append(next(it).tolist())
-            wait_until(lambda k=k: new.pacer.started == k)
-            wait_until(lambda k=k: len(live_children() - before) == 4 + k)
-        while loader.serving_workers != 3:
-            consumed = len(got)
-            assert new.gate.opened == [consumed >= o for o in new.opens]
-            got.append(next(it).tolist())
-        assert len(got) == at + 1 and all(new.gate.opened)
+        follow_warm_up(loader, it, new, got, before, running=4)
+        assert len(got) == at + 1
         got += [b.tolist() for b in it]
     assert got == plain_pass(80, 1, False, False, 0, 1)[0]
 
