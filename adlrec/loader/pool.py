@@ -73,7 +73,7 @@ class BatchRange(Sampler[list[int]]):
 
 @dataclass(eq=False)
 class Pool:
-    """One inner loader's workers: ``served`` batches of the epoch went from it to the loop."""
+    """One inner loader and its workers."""
 
     id: int
     start: int  # the position it was opened at (its workers' seeds derive from it)
@@ -81,7 +81,6 @@ class Pool:
     range: BatchRange
     loader: DataLoader
     it: Iterator[Any] | None = None
-    served: int = 0
     starter: threading.Thread | None = None  # starting the pool off the training loop's thread
     start_error: BaseException | None = None
     start_s: float | None = None  # how long starting the pool took

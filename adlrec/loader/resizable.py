@@ -299,7 +299,6 @@ class ResizableLoader:
         except BaseException:
             self.close()
             raise
-        pool.served += 1
         self._consumed += 1
         self._serving = pools.schedule.stretch_at(position).workers
         self._retire_done()
@@ -330,7 +329,6 @@ class ResizableLoader:
             stretch = Stretch(start, tuple(p.id for p in kept), tuple(p.workers for p in kept))
             pools.schedule = Schedule(len(batches), stretch)
             for pool in kept:
-                pool.start, pool.served = start, 0
                 pool.range.configure(batches, pools.schedule, start)
                 pool.launch(False)
                 pools.live.append(pool)
