@@ -37,7 +37,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_jobs(extra: list[str], env: dict[str, str], args: argparse.Namespace) -> list[dict]:
+def run_jobs(extra: list[str], env: dict[str, str], args: argparse.Namespace, named: bool = False) -> list[dict]:
     procs = [
         subprocess.Popen(
             [
@@ -51,6 +51,7 @@ def run_jobs(extra: list[str], env: dict[str, str], args: argparse.Namespace) ->
                 "--main-cores",
                 str(args.main_cores),
                 *extra,
+                *(["--job-id", name] if named else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -116,7 +117,11 @@ def main() -> int:
                 if time.monotonic() > deadline:
                     raise SystemExit("the service did not start")
                 time.sleep(0.2)
-            managed = run_jobs(["--workers", str(even_workers), "--url", url, "--interval", "0.5"], env, args)
+            managed = run_jobs(
+                ["--workers", str(even_workers), "--url", url, "--interval", "0.5"], env, args, named=True
+            )
+            plans = httpx.get(f"{url}/plans", params={"limit": 500}, timeout=10).json()["plans"][::-1]
+            jobs = httpx.get(f"{url}/jobs", timeout=10).json()
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -139,8 +144,27 @@ def main() -> int:
     table.add_section()
     table.add_row("aggregate samples/s", f"{tb:,.1f}", "", f"{tm:,.1f}", f"x{tm / tb:.2f}")
     table.add_row("makespan", f"{mb:.1f} s", "", f"{mm:.1f} s", f"x{mb / mm:.2f} faster")
-    Console(width=140).print(table)
+    console = Console(width=140)
+    console.print(table)
+    console.print(service_view(plans, jobs))
     return 0
+
+
+def service_view(plans: list[dict], jobs: list[dict]) -> Table:
+    """What the service saw: each job's predicted and measured curve, and its counts over the plans."""
+    table = Table(title=f"under the service: {len(plans)} plans", title_justify="left")
+    for col in ("job", "predicted samples/s (w = 0, 1, 2, ...)", "measured (w: samples/s x beats)", "planned workers"):
+        table.add_column(col, justify="left")
+    for j in jobs:
+        counts = [p["workers"][j["job_id"]] for p in plans if j["job_id"] in p["workers"]]
+        moves = [c for i, c in enumerate(counts) if i == 0 or c != counts[i - 1]]
+        table.add_row(
+            j["job_id"],
+            ", ".join(f"{t:,.0f}" for t in j["predicted"]),
+            ", ".join(f"{m['workers']}: {m['throughput']:,.0f} x{m['samples']}" for m in j["measured"]),
+            " -> ".join(map(str, moves)),
+        )
+    return table
 
 
 if __name__ == "__main__":

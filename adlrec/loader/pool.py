@@ -151,3 +151,5 @@ def shutdown(pool: Pool) -> None:
         stop()
     if getattr(pool.loader, "_iterator", None) is it:
         pool.loader._iterator = None  # a persistent loader keeps its iterator: drop it too
+    if pool.gate is not None:
+        pool.gate.close()

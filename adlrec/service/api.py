@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from adlrec.service.recompute import effective_curve
 from adlrec.service.records import Assignment, JobRecord, MeasuredPoint, NodeInfo, PlanRecord
 
 __all__ = [
@@ -169,7 +170,7 @@ class JobOut(BaseModel):
             mem_per_worker_mb=s.mem_per_worker_mb,
             main_cores=s.main_cores,
             predicted=list(s.curve),
-            curve=[measured.get(w, t) for w, t in enumerate(s.curve)],
+            curve=list(effective_curve(s.curve, measured)),  # what the allocator plans with
             curve_source=s.curve_source,
             measured=[PointOut(**p.__dict__) for p in points],
             registered_at=j.registered_at,

@@ -6,6 +6,7 @@ Property tests draw dataset sizes, batch sizes, shuffles, drop_last and resize s
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 
 import psutil
@@ -288,3 +289,22 @@ def test_pin_memory_prefetch_factor_and_a_collate_fn_survive_resizes():
     with loader, pytest.warns(UserWarning, match="pin_memory"):
         got = run_epoch(loader, {1: 2, 3: 0, 4: 1})
     assert [i for b in got for i in b] == [10 * i for i in range(20)]
+
+
+@pytest.fixture(scope="module")
+def forkserver():
+    """The fork server and resource tracker, started before any test's worker count is taken: they
+    are the standard library's long-lived helpers, not workers a test could leave behind."""
+    from multiprocessing import forkserver, resource_tracker
+
+    forkserver.ensure_running()
+    resource_tracker.ensure_running()
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="no forkserver here")
+def test_a_resize_under_forkserver_passes_its_gated_workers_their_gates(forkserver):
+    """The pools a resize starts hold their workers at a gate; forkserver children get it by pickling."""
+    loader = ResizableLoader(Indices(40), 2, num_workers=1, multiprocessing_context="forkserver", handover=1)
+    with loader:
+        got = run_epoch(loader, {2: 3, 6: 1, 12: 2})
+    assert got == plain_pass(40, 2, False, False, 0, 1)[0]
