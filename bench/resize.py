@@ -1,11 +1,15 @@
 """The wait a training loop sees at a resize, in batch times: make-before-break vs rebuilding the loader.
 
     python bench/resize.py [--repeats 3] [--sample-ms 1.5,6,0.2+4] [--batch-size 8] [--step-ms 3]
-                           [--changes 1:2,2:4,4:1,0:2,2:4:2] [--window 30]
+                           [--changes 1:2,2:4,4:1,0:2,2:4:2] [--window 30] [--main-mb 0]
+                           [--step-python-ms 0]
 
 Each sample costs real CPU in the worker (pure-Python arithmetic, ~``--sample-ms``; one table row
 group per value); a value ``CPU+IO`` adds ``IO`` ms of waiting per sample (a sleep, as a read from
-remote storage: a loader bound by I/O, whose workers do not compete for the cores); the loop's step is an emulated accelerator (a sleep of ``--step-ms``).  For each worker-count change a->b, one run:
+remote storage: a loader bound by I/O, whose workers do not compete for the cores); the loop's step
+is an emulated accelerator (a sleep of ``--step-ms``, of which ``--step-python-ms`` is instead a
+busy loop of Python that holds the GIL, as a real step's kernel dispatch does: a fork that holds the
+GIL then delays the step too, which a sleep hides).  For each worker-count change a->b, one run:
 ``--window`` batches at ``a`` workers, the change, then batches until the new pool has served
 ``--window`` of them.  A chain ``a:c:b`` first resizes ``a -> c`` and lets that settle, then
 measures ``c -> b``: ``2:4:2`` measures the shrink back after a grow (which drops the pool the grow
@@ -13,12 +17,18 @@ added, where ``4:2`` from a single pool of 4 starts a pool of 2).  Workers start
 
   make-before-break  ``ResizableLoader.resize(b)``: the new pool starts, the old one serves what it
                      has in flight (plus the estimated handover), the switch is at a batch boundary.
+                     The training process forks each new worker itself, one per batch (the pacing),
+                     each fork holding the GIL (the default, ``fork_server=False``).
+  zygote             the same with ``fork_server=True``: the loader's zygote forks the new workers
+                     (the zygote itself is forked at the epoch's first resize, paced like a worker).
   rebuild            a plain ``DataLoader`` torn down and recreated at ``b`` workers over the indices
                      the loop has not consumed (what one does without adlrec).
 
 After the change, make-before-break runs until the new pool has served ``--window`` batches ("mbb
 switch": after how many batches it served its first; "never" if the epoch ran out first, and then
-the row did not measure a switch).  Over the change call and every batch after it, in units of the
+the row did not measure a switch).  A batch's *wait* is the time it takes beyond the step: waiting
+for the batch, and any delay of the step itself (its Python part kept from the GIL by a fork, a
+sleep overrunning on busy cores).  Over the change call and every batch after it, in units of the
 median batch time before it, against a baseline wait per batch of max(normal wait before, normal
 wait after): the 90th percentile of the waits of the 10 batches before the change, and of the last
 10, so that a batch served at either pool's normal pace is not counted as a stall.  (Not the median:
@@ -28,8 +38,10 @@ that finish together, and a median baseline would count every other steady batch
   total    all the waiting over the baseline (change call + sum of the excesses)
 The goal is make-before-break longest <= 1 batch time.  The last column is the control: the same
 loader measured the same way over as many batches with no resize, at ``a`` and at ``b`` workers, the
-larger of the two longest waits, in the row's batch time: what this machine shows anyway (on 2 cores with batches of a few ms,
-and more workers than cores, it is not 0).  Medians over
+larger of the two longest waits, in the row's batch time: what this machine shows anyway (on 2 cores
+with batches of a few ms, and more workers than cores, it is not 0).  ``--main-mb N`` makes the
+training process touch N MB first, as a real one holds its model, optimizer and pinned buffers: a
+fork's cost grows with the forking process's memory (about 25 ms per GB here).  Medians over
 ``--repeats``; asserts nothing.
 """
 
@@ -52,6 +64,7 @@ from torch.utils.data import DataLoader, Dataset
 from adlrec.loader import ResizableLoader, WorkerSetup, batches_of
 
 START = {"method": "fork"}  # set from --start-method
+STEP = {"python_s": 0.0}  # set from --step-python-ms
 
 
 class Busy(Dataset):
@@ -100,15 +113,23 @@ class Run:
 
 
 def drive(batches: Iterator, count: int, step_s: float) -> tuple[list[float], list[float]]:
-    """Take ``count`` batches with a ``step_s`` step each; the wait for each batch and each batch time."""
+    """Take ``count`` batches with a ``step_s`` step each; what each batch lost, and each batch time.
+
+    A batch loses the time it takes beyond its step: the wait for the batch, and any delay of the step
+    itself (its Python part waiting for the GIL while this process forks, its sleep overrunning).
+    """
     waits, times = [], []
     for _ in range(count):
         t0 = time.perf_counter()
         next(batches)
         t1 = time.perf_counter()
-        time.sleep(step_s)
-        waits.append(t1 - t0)
-        times.append(time.perf_counter() - t0)
+        spin = min(STEP["python_s"], step_s)
+        while time.perf_counter() - t1 < spin:  # the step's Python part: it needs the GIL
+            pass
+        time.sleep(step_s - spin)  # the device's part: the GIL is free
+        t2 = time.perf_counter()
+        waits.append(max(0.0, t2 - t0 - step_s))
+        times.append(t2 - t0)
     return waits, times
 
 
@@ -130,12 +151,25 @@ SETUP_BATCHES = 60  # per set-up resize of a chain: enough for its new pool to t
 
 
 def make_before_break(
-    ds: Dataset, bs: int, path: tuple[int, ...], window: int, step_s: float, handover: int | None = None
+    ds: Dataset,
+    bs: int,
+    path: tuple[int, ...],
+    window: int,
+    step_s: float,
+    handover: int | None = None,
+    fork_server: bool = False,
 ) -> tuple[Run, int | None]:
     """The run of the change ``path[-2] -> path[-1]``, after the set-up resizes ``path[1:-1]`` from
     ``path[0]``; and after how many batches the new count served its first (None: it never did)."""
     b = path[-1]
-    loader = ResizableLoader(ds, bs, num_workers=path[0], multiprocessing_context=START["method"], handover=handover)
+    loader = ResizableLoader(
+        ds,
+        bs,
+        num_workers=path[0],
+        multiprocessing_context=START["method"],
+        handover=handover,
+        fork_server=fork_server,
+    )
     with loader:
         it = iter(loader)
         for c in path[1:-1]:  # e.g. 2:4:2 grows to 4 (two pools of 2) before the measured 4 -> 2
@@ -203,13 +237,27 @@ def main() -> int:
     ap.add_argument("--sample-ms", default="1.5,6,0.2+4", help="comma-separated per-sample costs: CPU ms, or CPU+IO ms")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--step-ms", type=float, default=3.0)
+    ap.add_argument(
+        "--step-python-ms",
+        type=float,
+        default=0.0,
+        help="of each step, ms of Python that holds the GIL (a real step dispatches its kernels so)",
+    )
     ap.add_argument("--window", type=int, default=30)
     ap.add_argument("--changes", default="1:2,2:4,4:1,0:2,2:4:2", help="a:b or a chain a:c:b, comma-separated")
     ap.add_argument("--handover", type=int, default=None, help="batches; default: the loader's estimate")
     ap.add_argument("--start-method", choices=["fork", "forkserver", "spawn"], default="fork")
     ap.add_argument("--max-after", type=int, default=400, help="batches the epoch holds after the change")
+    ap.add_argument(
+        "--main-mb",
+        type=int,
+        default=0,
+        help="MB of memory the training process touches first: a fork costs what it does in a real one",
+    )
     args = ap.parse_args()
+    ballast = torch.ones(args.main_mb * 2**18) if args.main_mb > 0 else None  # 4 bytes each, all touched
     START["method"] = args.start_method
+    STEP["python_s"] = args.step_python_ms / 1e3
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
     try:
         changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
@@ -222,12 +270,16 @@ def main() -> int:
     table = Table(
         title=(
             f"wait at a resize, in batch times (median of {args.repeats}); {args.start_method}; batch {args.batch_size}; "
-            f"step {args.step_ms} ms; {psutil.cpu_count()} cores; goal: make-before-break longest <= 1"
+            f"step {args.step_ms} ms ({args.step_python_ms} ms of it holding the GIL); {psutil.cpu_count()} cores; "
+            f"training process "
+            f"{psutil.Process().memory_info().rss / 2**20:,.0f} MB; goal: make-before-break longest <= 1"
         ),
         title_justify="left",
     )
-    cols = ("sample", "change", "batch time", "mbb switch", "mbb call", "mbb longest", "mbb total", "rebuild call")
-    for col in (*cols, "rebuild longest", "rebuild total", "longest: rebuild / mbb", "no resize longest"):
+    cols = ("sample", "change", "batch time", "mbb switch", "mbb call", "mbb longest", "mbb total")
+    loop = ("mbb, zygote: longest", "total")
+    rest = ("rebuild call", "rebuild longest", "rebuild total", "longest: rebuild / mbb", "no resize longest")
+    for col in (*cols, *loop, *rest):
         table.add_column(col, justify="left" if col in ("sample", "change") else "right")
     rows: list[tuple[float, float]] = []  # (make-before-break longest, control) per row
     for sample in args.sample_ms.split(","):
@@ -245,6 +297,10 @@ def main() -> int:
             ]
             mbb = [r for r, _ in runs]
             switches = [sw for _, sw in runs]
+            forked = [  # the same loader with its zygote forking the new workers
+                make_before_break(ds, args.batch_size, path, args.window, step_s, args.handover, fork_server=True)[0]
+                for _ in range(args.repeats)
+            ]
             reb = [rebuild(ds, args.batch_size, a, b, args.window, step_s) for _ in range(args.repeats)]
             count = round(statistics.median(r.after for r in mbb))
             # in the row's unit: the batch time before the change (at ``a`` workers)
@@ -264,15 +320,18 @@ def main() -> int:
                 f"{1e3 * statistics.median(r.call_s for r in mbb):.1f} ms",
                 f"{m_long:.2f}",
                 f"{statistics.median(r.total for r in mbb):.2f}",
+                f"{statistics.median(r.longest for r in forked):.2f}",
+                f"{statistics.median(r.total for r in forked):.2f}",
                 f"{1e3 * statistics.median(r.call_s for r in reb):.1f} ms",
                 f"{r_long:.2f}",
                 f"{statistics.median(r.total for r in reb):.2f}",
                 f"{r_long / m_long:.1f}x" if m_long > 0.005 else "-",
                 f"{statistics.median(ctl):.2f}",
             )
-    console = Console(width=170)
+    console = Console(width=200)
     console.print(table)
     console.print(goal_summary(rows))
+    del ballast
     return 0
 
 

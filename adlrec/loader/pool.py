@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Sampler
 from adlrec.loader.pacing import ForkPacer
 from adlrec.loader.schedule import Schedule
 from adlrec.loader.workers import WorkerGate
+from adlrec.loader.zygote import Zygote
 
 __all__ = ["BatchRange", "InnerLoader", "Pool", "shutdown"]
 
@@ -89,6 +90,7 @@ class Pool:
     pacer: ForkPacer | None = None
     gate: WorkerGate | None = None
     opens: tuple[int, ...] = ()  # batches the loop has had when each worker's gate opens (absolute)
+    zygote: Zygote | None = None  # the zygote that forked its workers, if one did
 
     def advance(self, consumed: int, fork: bool = True) -> None:
         """The loop has had ``consumed`` batches: one more fork (if ``fork``), and open the gates whose turn

@@ -29,6 +29,7 @@ from adlrec.loader.pacing import ForkPacer, paced
 from adlrec.loader.pool import BatchRange, InnerLoader, Pool, shutdown
 from adlrec.loader.schedule import Schedule, Stretch
 from adlrec.loader.workers import WorkerGate, WorkerSetup
+from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
 
 __all__ = ["MAX_POOLS", "EpochIterator", "ResizableLoader", "handover_batches", "kept_pools", "warmup_leads"]
 
@@ -42,21 +43,26 @@ def handover_batches(
     batch_interval_s: float | None,
     start_s: float | None = None,
     old_workers: int = 0,
+    extra_forks: int = 0,
 ) -> int:
     """Batches the loop takes from the old pool after a resize, while ``workers`` new ones start and warm up.
 
     The new pool must first start: ``start_s``, how long starting such a pool took here (measured);
     without it, the typical times measured on this project's machines, 30-85 ms for 1-4 forked workers
     and 1-4.6 s spawned or forkserver, and at least one batch per worker, as a pool started in a
-    thread forks one worker per batch.  Then its workers' gates open one per batch, the first
+    thread forks one worker per batch.  ``extra_forks`` more forks come first (a zygote to start), each
+    costing what one worker's start does.  Then its workers' gates open one per batch, the first
     :func:`warmup_leads` batches before the switch.
     """
     if workers == 0 or batch_interval_s is None or batch_interval_s <= 0:
         return 0
+    forks = workers + extra_forks
     if start_s is None:
-        start_s = 0.015 + 0.02 * workers if start_method == "fork" else 1.0 + 1.0 * workers
-    # forked in a thread one per batch (see pacing.py), so never in fewer than ``workers`` batches
-    return math.ceil(max(workers, start_s / batch_interval_s)) + warmup_leads(workers, old_workers)[0]
+        start_s = 0.015 + 0.02 * forks if start_method == "fork" else 1.0 + 1.0 * forks
+    else:
+        start_s *= forks / workers
+    # forked in a thread one per batch (see pacing.py), so never in fewer than ``forks`` batches
+    return math.ceil(max(forks, start_s / batch_interval_s)) + warmup_leads(workers, old_workers)[0]
 
 
 def warmup_leads(workers: int, old_workers: int) -> tuple[int, ...]:
@@ -115,6 +121,7 @@ class _Pools:
         self.kept: list[Pool] = []  # persistent pools kept between epochs (woven, if several)
         self.reapers: list[threading.Thread] = []  # shutting down drained pools off the loop's path
         self.ids = itertools.count()
+        self.zygote: Zygote | None = None  # forks the workers of resizes (docs/loader.md), once one needed it
 
     def by_id(self, pool_id: int) -> Pool:
         for p in self.live:
@@ -136,11 +143,37 @@ class _Pools:
             shutdown(self.live.pop())
         self.schedule = None
 
+    def zygote_for(self, objects: tuple[Any, ...]) -> Zygote | None:
+        """The zygote for a resize's pool: holding ``objects`` (dataset, collate_fn, worker_init_fn), new
+        if those changed since it was forked; ``None`` if they changed while its workers still run."""
+        z = self.zygote
+        if z is not None and all(a is b for a, b in zip(z.objects, objects, strict=True)):
+            return z
+        if z is not None:
+            if self._zygote_busy():
+                return None
+            z.stop()
+        self.zygote = Zygote(objects)
+        return self.zygote
+
+    def _zygote_busy(self) -> bool:
+        return any(p.zygote is not None for p in [*self.live, *self.kept])
+
+    def retire_zygote(self) -> None:
+        """Stop the zygote if none of its workers run (the next epoch's resizes fork a fresh one, which
+        sees the dataset as it is then).  Call after the reapers have joined."""
+        if self.zygote is not None and not self._zygote_busy():
+            self.zygote.stop()
+            self.zygote = None
+
     def close(self) -> None:
         self.stop_live()
         while self.kept:
             shutdown(self.kept.pop())
         self.join_reapers()
+        if self.zygote is not None:
+            self.zygote.stop()
+            self.zygote = None
 
 
 class ResizableLoader:
@@ -158,7 +191,10 @@ class ResizableLoader:
     estimates where to switch from how long such a pool took to start (measured, else the start
     method's typical time), its warm-up (:func:`warmup_leads`) and the measured batch interval.  ``background_start``: start a resize's new pool in a
     thread, so the loop keeps taking the old pool's batches meanwhile (forking from a thread; False
-    starts it inside ``resize``, which then blocks for the pool's start).
+    starts it inside ``resize``, which then blocks for the pool's start).  ``fork_server``: with fork,
+    have the workers of a resize's pools forked by a zygote (:mod:`adlrec.loader.zygote`: one fork of
+    this process, at the first resize of an epoch that starts workers) instead of by this process, each
+    of whose forks holds the GIL for milliseconds to tens of milliseconds (docs/loader.md: when it pays).
     ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
     ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``; ``None`` draws a seed
     from torch's global RNG once.  ``sampler``: any sampler with a deterministic order per epoch, e.g.
@@ -185,6 +221,7 @@ class ResizableLoader:
         cores: Sequence[int] | None = None,
         handover: int | None = None,
         background_start: bool = True,
+        fork_server: bool = False,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if isinstance(dataset, IterableDataset):
@@ -216,6 +253,7 @@ class ResizableLoader:
         self.cores = tuple(cores) if cores is not None else None
         self.handover = handover
         self.background_start = background_start
+        self.fork_server = fork_server
         self.sampler = EpochSampler(
             len(dataset),  # type: ignore[arg-type]
             shuffle=shuffle,
@@ -346,15 +384,21 @@ class ResizableLoader:
         """
         assert self._batches is not None and self._pools.schedule is not None
         rng = BatchRange(pool_id)
-        gate = pacer = context = None
+        gate = pacer = context = zygote = None
         if opens and workers > 0:
-            gate = WorkerGate(workers, self._context())
             if background:  # paced by the loop's thread, so never when starting inside it
                 pacer = ForkPacer()
-                context = paced(self._context(), pacer)
-                pacer = pacer if context is not None else None
-        inner = self._inner(rng, start, workers, gate, context)
-        pool = Pool(pool_id, start, workers, rng, inner, pacer=pacer, gate=gate, opens=opens)
+                if self.fork_server and self.start_method == "fork" and can_use_zygote():
+                    zygote = self._pools.zygote_for((self.dataset, self.collate_fn, self.worker_init_fn))
+                if zygote is not None:  # one paced fork, of the zygote, if it is not running yet
+                    context = ZygoteContext(zygote, None if zygote.running else pacer.turn)
+                    pacer = None if zygote.running else pacer
+                else:
+                    context = paced(self._context(), pacer)
+                    pacer = pacer if context is not None else None
+            gate = WorkerGate(workers, context or self._context())
+        inner = self._inner(rng, start, workers, gate, context, zygote)
+        pool = Pool(pool_id, start, workers, rng, inner, pacer=pacer, gate=gate, opens=opens, zygote=zygote)
         rng.configure(self._batches, self._pools.schedule, start)
         pool.launch(background and workers > 0)
         return pool
@@ -370,14 +414,21 @@ class ResizableLoader:
         workers: int,
         gate: WorkerGate | None = None,
         context: BaseContext | None = None,
+        zygote: Zygote | None = None,
     ) -> DataLoader[Any]:
         seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
+        # a zygote's workers get the dataset and functions it already holds, by reference
+        dataset, collate_fn, init_fn = (
+            (zygote.kept(0), zygote.kept(1), zygote.kept(2))
+            if zygote is not None
+            else (self.dataset, self.collate_fn, self.worker_init_fn)
+        )
         kw: dict[str, Any] = {}
-        if self.collate_fn is not None:
-            kw["collate_fn"] = self.collate_fn
+        if collate_fn is not None:
+            kw["collate_fn"] = collate_fn
         if workers > 0:
             kw |= dict(
-                worker_init_fn=WorkerSetup(self.cores, self.worker_init_fn, gate),
+                worker_init_fn=WorkerSetup(self.cores, init_fn, gate),
                 multiprocessing_context=context or self.multiprocessing_context,
                 prefetch_factor=self.prefetch_factor,
                 # Always persistent inside: the loader, not the iterator's exhaustion, decides when a
@@ -386,7 +437,7 @@ class ResizableLoader:
                 timeout=self.timeout,
             )
         return InnerLoader(
-            self.dataset,
+            dataset,
             batch_sampler=rng,
             num_workers=workers,
             pin_memory=self.pin_memory,
@@ -434,11 +485,13 @@ class ResizableLoader:
         self._finished = True
         self._pools.stop_live()
         self._pools.join_reapers()
+        self._pools.retire_zygote()
 
     def _abandon(self) -> None:
         """Stop the pools of an epoch left unfinished (the loop broke out, or a new iter() began)."""
         self._pools.stop_live()
         self._pools.join_reapers()
+        self._pools.retire_zygote()
         self._batches = None
 
     def _tick(self) -> None:
@@ -489,8 +542,18 @@ class ResizableLoader:
             elif added > 0:
                 # a pool woven beside running ones opens its gates as the cut nears; a replacing one also
                 # waits for the pools it replaces to share the cores with it (warmup_leads)
-                ahead = handover_batches(
-                    self.start_method, added, self._interval, self._start_s.get(added), 0 if kept else running
+                zygote_fork = (
+                    self.fork_server
+                    and self.background_start
+                    and (self._pools.zygote is None or not self._pools.zygote.running)
+                )
+                ahead = handover_batches(  # a zygote still to fork is one fork more before the workers
+                    self.start_method,
+                    added,
+                    self._interval,
+                    self._start_s.get(added),
+                    0 if kept else running,
+                    extra_forks=int(zygote_fork),
                 )
                 want = self._consumed + ahead
             else:

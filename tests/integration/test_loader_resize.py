@@ -49,11 +49,17 @@ def tag_worker(worker_id: int) -> None:
     os.environ["ADLREC_TEST_TAG"] = f"w{worker_id}"
 
 
+# The standard library's long-lived helpers, started on first use and kept for the process's life:
+# not workers a test could leave behind.
+HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
 def live_children() -> set[int]:
+    """Descendant processes that are running: workers, zygotes (not the stdlib's helpers)."""
     out = set()
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE:
+            if p.status() != psutil.STATUS_ZOMBIE and not any(h in " ".join(p.cmdline()) for h in HELPERS):
                 out.add(p.pid)
         except psutil.NoSuchProcess:
             pass
@@ -291,18 +297,8 @@ def test_pin_memory_prefetch_factor_and_a_collate_fn_survive_resizes():
     assert [i for b in got for i in b] == [10 * i for i in range(20)]
 
 
-@pytest.fixture(scope="module")
-def forkserver():
-    """The fork server and resource tracker, started before any test's worker count is taken: they
-    are the standard library's long-lived helpers, not workers a test could leave behind."""
-    from multiprocessing import forkserver, resource_tracker
-
-    forkserver.ensure_running()
-    resource_tracker.ensure_running()
-
-
 @pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="no forkserver here")
-def test_a_resize_under_forkserver_passes_its_gated_workers_their_gates(forkserver):
+def test_a_resize_under_forkserver_passes_its_gated_workers_their_gates():
     """The pools a resize starts hold their workers at a gate; forkserver children get it by pickling."""
     loader = ResizableLoader(Indices(40), 2, num_workers=1, multiprocessing_context="forkserver", handover=1)
     with loader:

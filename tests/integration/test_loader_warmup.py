@@ -1,7 +1,10 @@
 """How a resize's new pool warms up (real fork workers): one fork per batch, workers held until their turn.
 
-The loader's clock is injected (10 ms per batch), so the handover it estimates, and with it where
-each pool starts and which workers are open when, depend on the batch count only.
+These tests fork the workers from the training process (``fork_server=False``), so that the pacing
+can be watched one fork at a time; the zygote that forks them by default is tested in
+``test_loader_zygote.py``.  The loader's clock is injected (10 ms per batch), so the handover it
+estimates, and with it where each pool starts and which workers are open when, depend on the batch
+count only.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def wait_until(predicate, timeout_s: float = 30.0) -> None:
 
 
 def loader_of(n: int, workers: int, **kw) -> ResizableLoader:
+    kw = {"fork_server": False} | kw
     return ResizableLoader(Indices(n), 1, num_workers=workers, multiprocessing_context=FORK, clock=ticking(), **kw)
 
 

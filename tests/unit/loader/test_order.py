@@ -47,6 +47,8 @@ def test_handover_covers_the_new_pools_start_then_its_warm_up_in_batch_times():
     assert handover_batches("fork", 4, 0.01) == 14  # 95 ms of start, then 4
     assert handover_batches("fork", 4, 0.024, old_workers=2) == 10  # the old pool's 2 share the cores meanwhile
     assert handover_batches("spawn", 2, 0.1) == 32  # seconds of start: tens of batches
+    assert handover_batches("fork", 2, 0.01, extra_forks=1) == 10  # a zygote to fork first: 75 ms, then 2
+    assert handover_batches("fork", 2, 0.01, start_s=0.06, extra_forks=1) == 11  # 30 ms per fork measured
     assert handover_batches("spawn", 2, 0.1, start_s=0.25) == 5  # what starting one took here wins
 
 

@@ -1,0 +1,203 @@
+"""The zygote that forks a resize's workers (real processes): the training process forks once, not per worker."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import psutil
+import pytest
+import torch
+
+from adlrec.loader import ResizableLoader
+from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
+from tests.factories import Indices
+from tests.integration.test_loader_resize import live_children
+
+pytestmark = [
+    pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing"),
+    pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+]
+
+FORKS = [0]  # forks this test process has made (the count goes up before each one)
+os.register_at_fork(before=lambda: FORKS.__setitem__(0, FORKS[0] + 1))
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    before = live_children()
+    yield
+    assert live_children() <= before, "a worker or a zygote outlived its test"
+
+
+def wait_until(predicate, timeout_s: float = 30.0) -> None:
+    """Wait for something another process does; the timeout only guards against a hang."""
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.005)
+
+
+def workers_of(loader: ResizableLoader) -> dict[int, set[int]]:
+    """Pool id -> the pids of its workers."""
+    return {p.id: {w.pid for w in p.it._workers} for p in loader._pools.live if p.it is not None and p.workers}
+
+
+def test_a_grow_forks_the_zygote_once_and_the_zygote_forks_the_workers():
+    loader = ResizableLoader(
+        Indices(120), 1, num_workers=1, multiprocessing_context="fork", handover=2, fork_server=True
+    )
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(5)]
+        forks = FORKS[0]
+        loader.resize(4)  # a pool of 3 woven beside the running one
+        got += [next(it).item() for _ in range(12)]  # past the cut (2) and a whole period (4) after it
+        zygote = loader._pools.zygote
+        assert zygote is not None and zygote.running
+        zygote_pid = zygote.pid
+        assert FORKS[0] - forks == 1  # the zygote, not the 3 workers
+        new = max(loader._pools.live, key=lambda p: p.id)
+        assert new.zygote is zygote
+        for pid in workers_of(loader)[new.id]:
+            assert psutil.Process(pid).ppid() == zygote.pid
+        forks = FORKS[0]
+        loader.resize(6)  # the same zygote forks this pool too: no fork here at all
+        got += [next(it).item() for _ in range(30)]  # past what the running pools hold, and a period
+        assert len(workers_of(loader)) == 3  # the woven pools of 1, 3 and 2 workers all serve
+        assert FORKS[0] == forks
+        got += [b.item() for b in it]
+        assert loader._pools.zygote is None and zygote.pid is None  # retired with the epoch, reaped
+        assert not psutil.pid_exists(zygote_pid)  # the next epoch's resizes fork a fresh one
+    assert got == list(range(120))
+
+
+class Unpicklable(Indices):
+    """A dataset that cannot be pickled (it holds a lock): fork passes it, so must the zygote."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.lock = threading.Lock()
+
+
+def test_the_dataset_and_functions_reach_the_workers_by_reference_not_by_pickling():
+    tags = []
+    loader = ResizableLoader(
+        Unpicklable(40),
+        2,
+        num_workers=1,
+        collate_fn=lambda samples: torch.tensor([s * 10 for s in samples]),  # a lambda: not picklable
+        worker_init_fn=lambda worker_id: tags.append(worker_id),  # runs in the worker: the list there
+        multiprocessing_context="fork",
+        handover=1,
+        fork_server=True,
+    )
+    with loader:
+        out = []
+        for i, batch in enumerate(loader):
+            out += batch.tolist()
+            if i == 3:
+                loader.resize(3)
+        assert loader.serving_workers == 3
+    assert out == [10 * i for i in range(40)]
+
+
+def test_persistent_pools_keep_their_zygote_for_the_next_epoch_and_close_stops_it():
+    loader = ResizableLoader(
+        Indices(40),
+        1,
+        num_workers=1,
+        persistent_workers=True,
+        multiprocessing_context="fork",
+        handover=1,
+        fork_server=True,
+    )
+    with loader:
+        first = []
+        for i, b in enumerate(loader):
+            first.append(b.item())
+            if i == 2:
+                loader.resize(3)
+        zygote = loader._pools.zygote
+        assert zygote is not None and zygote.running  # its workers are kept: so is it
+        second = [b.item() for b in loader]
+        assert loader._pools.zygote is zygote
+    assert zygote.pid is None  # stopped and reaped by close()
+    assert first == second == list(range(40))
+
+
+def exit_with(code: int) -> None:
+    os._exit(code)
+
+
+def test_exit_codes_and_signals_of_a_zygote_child_reach_the_training_process():
+    zygote = Zygote(())
+    ctx = ZygoteContext(zygote)
+    try:
+        p = ctx.Process(target=exit_with, args=(3,))
+        p.start()
+        p.join(30)
+        assert p.exitcode == 3
+        q = ctx.Process(target=time.sleep, args=(60,))
+        q.start()
+        assert psutil.Process(q.pid).ppid() == zygote.pid
+        q.terminate()
+        q.join(30)
+        assert q.exitcode == -15
+    finally:
+        zygote.stop()
+
+
+def test_no_process_forked_later_holds_a_zygote_alive():
+    zygote = Zygote(())
+    zygote.ensure_running()
+    ctx = multiprocessing.get_context("fork")
+    release = ctx.Event()
+    later = ctx.Process(target=release.wait, args=(60,))  # forked after the zygote, alive meanwhile
+    later.start()
+    try:
+        stopping = threading.Thread(target=zygote.stop, daemon=True)
+        stopping.start()
+        stopping.join(30)  # stop() reaps the zygote: it returns once the zygote has seen its pipe close
+        assert not stopping.is_alive(), "a later fork kept the zygote's alive pipe open"
+    finally:
+        release.set()
+        later.join(30)
+
+
+ORPHAN = """
+import os, sys, time
+from adlrec.loader.zygote import Zygote, ZygoteContext
+zygote = Zygote(())
+p = ZygoteContext(zygote).Process(target=time.sleep, args=(120,))
+p.start()
+print(zygote.pid, p.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_zygote_and_its_workers_end_when_the_training_process_dies():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        trainer = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
+        zygote_pid, worker_pid = map(int, trainer.stdout.readline().split())
+        trainer.kill()
+        trainer.wait(30)
+        trainer.stdout.close()
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_until(lambda: gone(zygote_pid))
+    # the worker is orphaned: its parent changes, which a DataLoader worker's watchdog sees and ends it
+    wait_until(lambda: gone(worker_pid) or psutil.Process(worker_pid).ppid() != zygote_pid)
+    if not gone(worker_pid):
+        os.kill(worker_pid, 9)  # this one sleeps: no watchdog
