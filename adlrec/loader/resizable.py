@@ -193,8 +193,9 @@ class ResizableLoader:
     thread, so the loop keeps taking the old pool's batches meanwhile (forking from a thread; False
     starts it inside ``resize``, which then blocks for the pool's start).  ``fork_server``: with fork,
     have the workers of a resize's pools forked by a zygote (:mod:`adlrec.loader.zygote`: one fork of
-    this process, at the first resize of an epoch that starts workers) instead of by this process, each
-    of whose forks holds the GIL for milliseconds to tens of milliseconds (docs/loader.md: when it pays).
+    this process at each epoch's start, which then holds the dataset as the epoch's first workers do)
+    instead of by this process, each of whose forks holds the GIL for milliseconds to tens of
+    milliseconds (docs/loader.md: what it costs and when it pays).
     ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
     ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``; ``None`` draws a seed
     from torch's global RNG once.  ``sampler``: any sampler with a deterministic order per epoch, e.g.
@@ -360,6 +361,10 @@ class ResizableLoader:
         self._last_t = None
         if start >= len(batches):
             return
+        if self._uses_zygote():
+            zygote = self._pools.zygote_for(self._shared())
+            if zygote is not None:  # one fork now, while the loop waits for the epoch's first batch anyway
+                zygote.ensure_running()
         pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
         kept, pools.kept = pools.kept, []
         if kept and sum(p.workers for p in kept) == workers:
@@ -388,8 +393,8 @@ class ResizableLoader:
         if opens and workers > 0:
             if background:  # paced by the loop's thread, so never when starting inside it
                 pacer = ForkPacer()
-                if self.fork_server and self.start_method == "fork" and can_use_zygote():
-                    zygote = self._pools.zygote_for((self.dataset, self.collate_fn, self.worker_init_fn))
+                if self._uses_zygote():
+                    zygote = self._pools.zygote_for(self._shared())
                 if zygote is not None:  # one paced fork, of the zygote, if it is not running yet
                     context = ZygoteContext(zygote, None if zygote.running else pacer.turn)
                     pacer = None if zygote.running else pacer
@@ -402,6 +407,13 @@ class ResizableLoader:
         rng.configure(self._batches, self._pools.schedule, start)
         pool.launch(background and workers > 0)
         return pool
+
+    def _uses_zygote(self) -> bool:
+        return self.fork_server and self.background_start and self.start_method == "fork" and can_use_zygote()
+
+    def _shared(self) -> tuple[Any, ...]:
+        """What a zygote holds for its workers, by reference (:class:`~adlrec.loader.zygote.Kept`)."""
+        return (self.dataset, self.collate_fn, self.worker_init_fn)
 
     def _context(self) -> BaseContext:
         ctx = self.multiprocessing_context
@@ -542,11 +554,7 @@ class ResizableLoader:
             elif added > 0:
                 # a pool woven beside running ones opens its gates as the cut nears; a replacing one also
                 # waits for the pools it replaces to share the cores with it (warmup_leads)
-                zygote_fork = (
-                    self.fork_server
-                    and self.background_start
-                    and (self._pools.zygote is None or not self._pools.zygote.running)
-                )
+                zygote_fork = self._uses_zygote() and (self._pools.zygote is None or not self._pools.zygote.running)
                 ahead = handover_batches(  # a zygote still to fork is one fork more before the workers
                     self.start_method,
                     added,

@@ -6,8 +6,8 @@
 adds stalls the training loop's thread for that long (:mod:`adlrec.loader.pacing` spreads the forks
 to one per batch, but cannot make them shorter).
 
-A :class:`Zygote` is one fork of the training process, taken when a loader first needs it (one fork,
-paced like a worker's) and idle afterwards.  It forks each worker on request, so the training process
+A :class:`Zygote` is one fork of the training process, taken at the start of each epoch (or at a
+resize, paced like a worker's fork, if the epoch began without one) and idle afterwards.  It forks each worker on request, so the training process
 only pickles the worker's small arguments and passes its pipes' file descriptors.  The zygote already
 holds the dataset, the ``collate_fn`` and the user's ``worker_init_fn`` (a copy-on-write copy of the
 training process as it was when the zygote was forked); they travel as :class:`Kept` references, never

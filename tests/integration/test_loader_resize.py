@@ -113,9 +113,10 @@ def _no_leftover_workers():
     persistent=st.booleans(),
     handover=handovers,
     epoch_schedules=st.lists(schedules, min_size=2, max_size=2),
+    fork_server=st.booleans(),
 )
 def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
-    n, bs, shuffle, drop_last, seed, workers, persistent, handover, epoch_schedules
+    n, bs, shuffle, drop_last, seed, workers, persistent, handover, epoch_schedules, fork_server
 ):
     before = live_children()
     expected = plain_pass(n, bs, shuffle, drop_last, seed, epochs=2)
@@ -129,6 +130,7 @@ def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
         persistent_workers=persistent,
         handover=handover,
         multiprocessing_context=FORK,
+        fork_server=fork_server,  # a resize's workers forked by the loader's zygote, or by this process
     )
     try:
         for epoch, schedule in enumerate(epoch_schedules):
@@ -137,7 +139,7 @@ def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
             flat = [i for b in got for i in b]
             assert len(flat) == len(set(flat)) == (n - n % bs if drop_last else n)
             if not persistent:
-                assert live_children() <= before  # an epoch that ends stops its workers
+                assert live_children() <= before  # an epoch that ends stops its workers (and its zygote)
     finally:
         loader.close()
     assert live_children() <= before

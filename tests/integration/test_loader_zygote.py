@@ -48,20 +48,22 @@ def workers_of(loader: ResizableLoader) -> dict[int, set[int]]:
     return {p.id: {w.pid for w in p.it._workers} for p in loader._pools.live if p.it is not None and p.workers}
 
 
-def test_a_grow_forks_the_zygote_once_and_the_zygote_forks_the_workers():
+def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers():
     loader = ResizableLoader(
         Indices(120), 1, num_workers=1, multiprocessing_context="fork", handover=2, fork_server=True
     )
     with loader:
+        forks = FORKS[0]
         it = iter(loader)
         got = [next(it).item() for _ in range(5)]
-        forks = FORKS[0]
-        loader.resize(4)  # a pool of 3 woven beside the running one
-        got += [next(it).item() for _ in range(12)]  # past the cut (2) and a whole period (4) after it
+        assert FORKS[0] - forks == 2  # the zygote, then the epoch's one worker
         zygote = loader._pools.zygote
         assert zygote is not None and zygote.running
         zygote_pid = zygote.pid
-        assert FORKS[0] - forks == 1  # the zygote, not the 3 workers
+        forks = FORKS[0]
+        loader.resize(4)  # a pool of 3 woven beside the running one
+        got += [next(it).item() for _ in range(12)]  # past the cut (2) and a whole period (4) after it
+        assert FORKS[0] == forks  # the zygote forked the 3 workers: this process, none
         new = max(loader._pools.live, key=lambda p: p.id)
         assert new.zygote is zygote
         for pid in workers_of(loader)[new.id]:
