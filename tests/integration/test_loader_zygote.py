@@ -43,15 +43,18 @@ def wait_until(predicate, timeout_s: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+def zygote_loader(dataset, batch_size: int, **kw) -> ResizableLoader:
+    """A loader whose resizes' workers its zygote forks."""
+    return ResizableLoader(dataset, batch_size, multiprocessing_context="fork", fork_server=True, **kw)
+
+
 def workers_of(loader: ResizableLoader) -> dict[int, set[int]]:
     """Pool id -> the pids of its workers."""
     return {p.id: {w.pid for w in p.it._workers} for p in loader._pools.live if p.it is not None and p.workers}
 
 
 def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers():
-    loader = ResizableLoader(
-        Indices(120), 1, num_workers=1, multiprocessing_context="fork", handover=2, fork_server=True
-    )
+    loader = zygote_loader(Indices(120), 1, num_workers=1, handover=2)
     with loader:
         forks = FORKS[0]
         it = iter(loader)
@@ -89,15 +92,13 @@ class Unpicklable(Indices):
 
 def test_the_dataset_and_functions_reach_the_workers_by_reference_not_by_pickling():
     tags = []
-    loader = ResizableLoader(
+    loader = zygote_loader(
         Unpicklable(40),
         2,
         num_workers=1,
         collate_fn=lambda samples: torch.tensor([s * 10 for s in samples]),  # a lambda: not picklable
         worker_init_fn=lambda worker_id: tags.append(worker_id),  # runs in the worker: the list there
-        multiprocessing_context="fork",
         handover=1,
-        fork_server=True,
     )
     with loader:
         out = []
@@ -110,15 +111,7 @@ def test_the_dataset_and_functions_reach_the_workers_by_reference_not_by_picklin
 
 
 def test_persistent_pools_keep_their_zygote_for_the_next_epoch_and_close_stops_it():
-    loader = ResizableLoader(
-        Indices(40),
-        1,
-        num_workers=1,
-        persistent_workers=True,
-        multiprocessing_context="fork",
-        handover=1,
-        fork_server=True,
-    )
+    loader = zygote_loader(Indices(40), 1, num_workers=1, persistent_workers=True, handover=1)
     with loader:
         first = []
         for i, b in enumerate(loader):
