@@ -47,9 +47,10 @@ class WorkerGate:
         self.readers = [r for r, _ in pipes]
         self._writers: list[Connection] | None = [w for _, w in pipes]  # the parent's ends; not sent to workers
         self.opened = [False] * workers  # in the parent: which gates it has opened
+        self.owner = os.getpid()  # the training process
 
     def __getstate__(self) -> dict[str, object]:
-        return {"readers": self.readers, "_writers": None, "opened": self.opened}
+        return {"readers": self.readers, "_writers": None, "opened": self.opened, "owner": self.owner}
 
     def open(self, worker_id: int) -> None:
         if not self.opened[worker_id]:
@@ -68,11 +69,41 @@ class WorkerGate:
         self._writers = None
 
     def wait(self, worker_id: int) -> None:
-        """In the worker: return once the gate is open, or once the parent has died (torch's watchdog then ends us)."""
+        """In the worker: return once the gate is open; exit at once if the training process has died.
+
+        Exiting here matters: torch's watchdog is created after ``worker_init_fn`` returns, taking the
+        parent pid it sees then, so a worker released after its parent's death would never notice it.
+        Two checks, since the parent may have died before this worker got here (its parent pid is then
+        already the reaper's): the parent pid changing while it waits, and the training process that
+        made the gate (the worker's parent, or a zygote's or forkserver's) no longer running."""
         parent = os.getppid()
-        while not self.readers[worker_id].poll(self.POLL_S):
-            if os.getppid() != parent:
-                return
+        reader = self.readers[worker_id]
+        while True:
+            if os.getppid() != parent or not _running(self.owner):
+                os._exit(0)
+            if reader.poll(self.POLL_S):
+                break
+        try:
+            reader.recv_bytes()
+        except EOFError:  # every writer closed without opening the gate: the parent is gone
+            os._exit(0)
+        if os.getppid() != parent:  # it died just after opening the gate
+            os._exit(0)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (where ``/proc`` says; elsewhere, exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 class WorkerSetup:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
+import time
+import warnings
 
 import psutil
 import pytest
@@ -306,3 +310,68 @@ def test_a_resize_under_forkserver_passes_its_gated_workers_their_gates():
     with loader:
         got = run_epoch(loader, {2: 3, 6: 1, 12: 2})
     assert got == plain_pass(40, 2, False, False, 0, 1)[0]
+
+
+
+GATED_ORPHANS = """
+import sys, time
+from adlrec.loader import ResizableLoader
+from tests.factories import Indices
+loader = ResizableLoader(Indices(2000), 1, num_workers=1, multiprocessing_context=sys.argv[1], handover=500,
+    fork_server=sys.argv[3] == "zygote")
+it = iter(loader)
+next(it)
+loader.resize(3)  # a pool of 2 woven in 500 batches from now: its workers wait, gated, until then
+for _ in range(5):
+    next(it)  # each batch the loop takes lets the pool fork one more worker
+new = max(loader._pools.live, key=lambda p: p.id)
+new.wait_started()
+assert not any(new.gate.opened)
+time.sleep(float(sys.argv[2]))
+print(*(w.pid for w in new.it._workers), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize(
+    ("context", "settle_s", "forker"),
+    [
+        (FORK, 1.0, "self"),  # the workers are at their gates when it dies: their parent pid changes
+        (FORK, 0.0, "self"),  # it may die before they get there: they find their training process gone
+        (FORK, 1.0, "zygote"),  # their parent, the zygote, ends as the training process dies
+        pytest.param(
+            "forkserver",
+            1.0,
+            "self",
+            marks=pytest.mark.skipif(
+                "forkserver" not in multiprocessing.get_all_start_methods(), reason="no forkserver here"
+            ),
+        ),
+    ],
+)
+def test_workers_held_at_their_gate_exit_when_the_training_process_dies(context, settle_s, forker):
+    """torch's watchdog starts after the gate, so a gated worker must notice its training process's death."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        trainer = subprocess.Popen(
+            [sys.executable, "-c", GATED_ORPHANS, context, str(settle_s), forker], stdout=subprocess.PIPE, text=True
+        )
+        pids = [int(p) for p in trainer.stdout.readline().split()]
+        assert len(pids) == 2
+        trainer.kill()
+        trainer.wait(30)
+        trainer.stdout.close()
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    end = time.monotonic() + 30  # they check every WorkerGate.POLL_S; the limit only guards against a hang
+    while not all(gone(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    left = [p for p in pids if not gone(p)]
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, "gated workers outlived their training process"
