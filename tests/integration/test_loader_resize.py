@@ -312,7 +312,6 @@ def test_a_resize_under_forkserver_passes_its_gated_workers_their_gates():
     assert got == plain_pass(40, 2, False, False, 0, 1)[0]
 
 
-
 GATED_ORPHANS = """
 import sys, time
 from adlrec.loader import ResizableLoader
