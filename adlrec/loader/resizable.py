@@ -361,13 +361,20 @@ class ResizableLoader:
         self._last_t = None
         if start >= len(batches):
             return
-        if self._uses_zygote():
-            zygote = self._pools.zygote_for(self._shared())
-            if zygote is not None:  # one fork now, while the loop waits for the epoch's first batch anyway
-                zygote.ensure_running()
         pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
         kept, pools.kept = pools.kept, []
-        if kept and sum(p.workers for p in kept) == workers:
+        if not (kept and sum(p.workers for p in kept) == workers):
+            for pool in kept:
+                shutdown(pool)
+            kept = []
+            pools.retire_zygote()  # none of its workers run now: a fresh one sees the dataset as it is now
+        if self._uses_zygote():
+            # One fork now, while the loop waits for the epoch's first batch anyway.  With persistent pools
+            # kept, their zygote is kept too: it holds the dataset as their workers do, from an earlier epoch.
+            zygote = pools.zygote_for(self._shared())
+            if zygote is not None:
+                zygote.ensure_running()
+        if kept:
             # persistent pools: the same weave from the start of the new epoch
             stretch = Stretch(start, tuple(p.id for p in kept), tuple(p.workers for p in kept))
             pools.schedule = Schedule(len(batches), stretch)
@@ -376,8 +383,6 @@ class ResizableLoader:
                 pool.launch(False)
                 pools.live.append(pool)
             return
-        for pool in kept:
-            shutdown(pool)
         pool_id = next(pools.ids)
         pools.schedule = Schedule(len(batches), Stretch(start, (pool_id,), (workers,)))
         pools.live.append(self._open(pool_id, start, workers, background=False))
@@ -396,8 +401,9 @@ class ResizableLoader:
                 if self._uses_zygote():
                     zygote = self._pools.zygote_for(self._shared())
                 if zygote is not None:  # one paced fork, of the zygote, if it is not running yet
-                    context = ZygoteContext(zygote, None if zygote.running else pacer.turn)
-                    pacer = None if zygote.running else pacer
+                    running = zygote.running
+                    context = ZygoteContext(zygote, None if running else pacer.turn)
+                    pacer = None if running else pacer
                 else:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None

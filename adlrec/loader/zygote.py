@@ -35,6 +35,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing import process, reduction, resource_tracker, util
@@ -136,24 +137,50 @@ class Zygote:
 
     @property
     def running(self) -> bool:
-        return self.pid is not None
+        """Whether it runs; one found dead (killed, say) is reaped and cleaned up, so the next
+        :meth:`ensure_running` forks a new one."""
+        with self._lock:
+            return self._alive()
+
+    def _alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere
+            pid = self.pid
+        if pid == 0:
+            return True
+        self._release()
+        return False
+
+    def _release(self) -> None:
+        """Close this process's ends and forget the zygote (already reaped, or about to be)."""
+        alive_w, sock = self._alive_w, self._sock
+        self.pid = self._sock = self._alive_w = None
+        _OBJECTS.pop(self.token, None)
+        if alive_w is not None:
+            _ALIVE_W.discard(alive_w)
+            os.close(alive_w)
+        if sock is not None:
+            sock.close()
 
     def ensure_running(self, before_fork: Callable[[], None] | None = None) -> None:
         """Fork the zygote if it is not running; ``before_fork`` runs first (a pacer's turn)."""
         with self._lock:
-            if self.pid is not None:
+            if self._alive():
                 return
+            if before_fork is not None:
+                before_fork()
             resource_tracker.ensure_running()  # the named semaphores of the workers' queues register there
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             alive_r, alive_w = os.pipe()
+            _ALIVE_W.add(alive_w)  # at once: a fork from another thread must not keep it (nor does the zygote)
             _OBJECTS[self.token] = self.objects
-            if before_fork is not None:
-                before_fork()
             pid = os.fork()
-            if pid == 0:  # the zygote
+            if pid == 0:  # the zygote; the fork hook has closed alive_w here
                 code = 1
                 try:
-                    os.close(alive_w)
                     ours.close()
                     _serve(theirs, alive_r)
                     code = 0
@@ -164,7 +191,6 @@ class Zygote:
             os.close(alive_r)
             theirs.close()
             self.pid, self._sock, self._alive_w = pid, ours, alive_w
-            _ALIVE_W.add(alive_w)
 
     def request(self, fds: Sequence[int]) -> tuple[int, int]:
         """Ask for one worker: returns ``(status_r, data_w)``; write the pickled process object to
@@ -187,21 +213,25 @@ class Zygote:
                 os.close(child_w)
         return parent_r, parent_w
 
+    STOP_S = 5.0  # how long stop() waits for the zygote to exit before it kills it
+
     def stop(self) -> None:
         """Let the zygote exit and reap it (idempotent).  Its workers should be stopped first."""
         with self._lock:
-            if self.pid is None:
+            pid = self.pid
+            if pid is None:
                 return
-            assert self._alive_w is not None and self._sock is not None
-            _ALIVE_W.discard(self._alive_w)
-            os.close(self._alive_w)
-            self._sock.close()
-            try:
-                os.waitpid(self.pid, 0)  # it exits as soon as it sees the pipe's end
-            except ChildProcessError:
-                pass
-            _OBJECTS.pop(self.token, None)
-            self.pid = self._sock = self._alive_w = None
+            self._release()  # closing the alive pipe's end tells it to exit
+        end = time.monotonic() + self.STOP_S
+        try:
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() > end:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.001)
+        except ChildProcessError:  # reaped elsewhere
+            pass
 
 
 def _serve(sock: socket.socket, alive_r: int) -> None:
@@ -235,7 +265,18 @@ def _serve(sock: socket.socket, alive_r: int) -> None:
                 except EOFError:
                     return
                 child_r, child_w, *inherited = fds
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # out of memory or processes: the requester raises, the zygote goes on
+                    traceback.print_exc()
+                    for fd in (child_r, *inherited):
+                        os.close(fd)
+                    try:
+                        _write_signed(child_w, -1)
+                    except BrokenPipeError:
+                        pass
+                    os.close(child_w)
+                    continue
                 if pid == 0:  # a worker
                     code = 1
                     try:
@@ -331,7 +372,10 @@ class _ZygotePopen(ForkPopen):
         self.finalizer = util.Finalize(self, util.close_fds, (keep_w, self.sentinel))
         with open(data_w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
-        self.pid = _read_signed(self.sentinel)
+        pid = _read_signed(self.sentinel)
+        if pid < 0:
+            raise OSError("the zygote could not fork a worker (see its traceback above)")
+        self.pid = pid
 
     def poll(self, flag: int = os.WNOHANG) -> int | None:
         if self.returncode is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -124,6 +125,66 @@ def test_persistent_pools_keep_their_zygote_for_the_next_epoch_and_close_stops_i
         assert loader._pools.zygote is zygote
     assert zygote.pid is None  # stopped and reaped by close()
     assert first == second == list(range(40))
+
+
+class Shifted(Indices):
+    """Index plus ``shift``: which copy of the dataset (from when) a worker holds shows in its samples."""
+
+    shift = 0
+
+    def __getitem__(self, i: int) -> int:
+        return i + self.shift
+
+
+def test_a_new_count_for_persistent_pools_retires_their_zygote_so_the_next_sees_the_dataset_now():
+    data = Shifted(40)
+    loader = zygote_loader(data, 1, num_workers=1, persistent_workers=True, handover=1)
+    with loader:
+        for i, _ in enumerate(loader):
+            if i == 2:
+                loader.resize(3)  # the zygote forks a pool of 2, kept with the first for the next epoch
+        old = loader._pools.zygote
+        assert old is not None and old.running
+        data.shift = 1000  # changed between epochs: fresh workers must see it
+        loader.resize(2)  # another count: the kept pools stop at the next epoch's start, so can their zygote
+        second = []
+        for i, b in enumerate(loader):
+            second.append(b.item())
+            if i == 2:
+                loader.resize(4)  # forked by the epoch's zygote
+        assert old.pid is None  # stopped and reaped at the epoch's start
+    assert second == [i + 1000 for i in range(40)]
+
+
+def test_a_zygote_that_died_is_forked_again_at_the_next_resize():
+    loader = zygote_loader(Indices(60), 1, num_workers=1, handover=1)
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(3)]
+        zygote = loader._pools.zygote
+        assert zygote is not None and zygote.running
+        first = zygote.pid
+        os.kill(first, 9)  # the OOM killer, say: no worker of its runs yet
+        wait_until(lambda: not zygote.running)  # reaped and cleaned up
+        loader.resize(3)
+        got += [next(it).item() for _ in range(10)]  # past the cut
+        assert zygote.pid not in (None, first)  # forked again, then forked the new pool's workers
+        new = max(loader._pools.live, key=lambda p: p.id)
+        assert new.zygote is zygote
+        for pid in workers_of(loader)[new.id]:
+            assert psutil.Process(pid).ppid() == zygote.pid
+        got += [b.item() for b in it]
+    assert got == list(range(60))
+
+
+def test_stop_kills_a_zygote_that_does_not_exit():
+    zygote = Zygote(())
+    zygote.ensure_running()
+    pid = zygote.pid
+    os.kill(pid, signal.SIGSTOP)  # it cannot see its pipe close
+    zygote.STOP_S = 0.2
+    zygote.stop()
+    assert zygote.pid is None and not psutil.pid_exists(pid)
 
 
 def exit_with(code: int) -> None:
