@@ -19,8 +19,9 @@ added, where ``4:2`` from a single pool of 4 starts a pool of 2).  Workers start
                      has in flight (plus the estimated handover), the switch is at a batch boundary.
                      The training process forks each new worker itself, one per batch (the pacing),
                      each fork holding the GIL (the default, ``fork_server=False``).
-  zygote             the same with ``fork_server=True``: the loader's zygote forks the new workers
-                     (the zygote itself is forked at the epoch's first resize, paced like a worker).
+  zygote             the same with ``fork_server=True``: the loader's zygote (forked at the epoch's
+                     start) forks the new workers, paced one per batch as the training process's
+                     forks are.
   rebuild            a plain ``DataLoader`` torn down and recreated at ``b`` workers over the indices
                      the loop has not consumed (what one does without adlrec).
 

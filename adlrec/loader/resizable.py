@@ -400,10 +400,13 @@ class ResizableLoader:
                 pacer = ForkPacer()
                 if self._uses_zygote():
                     zygote = self._pools.zygote_for(self._shared())
-                if zygote is not None:  # one paced fork, of the zygote, if it is not running yet
-                    running = zygote.running
-                    context = ZygoteContext(zygote, None if running else pacer.turn)
-                    pacer = None if running else pacer
+                if zygote is not None:
+                    # Paced like the training process's own forks: the zygote (if it is not running yet),
+                    # then each worker, one per batch the loop takes.  A fork in the zygote costs no GIL
+                    # here, but it and the worker's start-up take a core, which on saturated cores the
+                    # running pool's next batch needs.
+                    before_fork = None if zygote.running else pacer.turn
+                    context = ZygoteContext(zygote, before_fork, pace=pacer.turn)
                 else:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None

@@ -7,8 +7,10 @@ adds stalls the training loop's thread for that long (:mod:`adlrec.loader.pacing
 to one per batch, but cannot make them shorter).
 
 A :class:`Zygote` is one fork of the training process, taken at the start of each epoch (or at a
-resize, paced like a worker's fork, if the epoch began without one) and idle afterwards.  It forks each worker on request, so the training process
-only pickles the worker's small arguments and passes its pipes' file descriptors.  The zygote already
+resize, paced like a worker's fork, if the epoch began without one or it died) and idle afterwards.
+It forks each worker on request (paced one per batch, as the training process's own forks are), so
+the training process only pickles the worker's small arguments and passes its pipes' file
+descriptors.  The zygote already
 holds the dataset, the ``collate_fn`` and the user's ``worker_init_fn`` (a copy-on-write copy of the
 training process as it was when the zygote was forked); they travel as :class:`Kept` references, never
 pickled, so they need not be picklable and a large in-memory dataset costs nothing to send.
@@ -393,6 +395,12 @@ class _ZygotePopen(ForkPopen):
 class _ZygoteProcess(process.BaseProcess):
     _start_method = None  # a worker keeps the default context it inherited
     _zygote: Zygote | None = None
+    _pace: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        if self._pace is not None:
+            self._pace()
+        super().start()
 
     def _Popen(self, process_obj: process.BaseProcess) -> _ZygotePopen:  # noqa: N802 - the stdlib's name
         assert self._zygote is not None
@@ -401,6 +409,7 @@ class _ZygoteProcess(process.BaseProcess):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_zygote", None)
+        state.pop("_pace", None)
         return state
 
 
@@ -408,14 +417,19 @@ class ZygoteContext(BaseContext):
     """A ``multiprocessing`` context whose processes the zygote forks.
 
     ``before_fork`` runs before the zygote itself is forked (the first start only), in the thread
-    that starts the first process: a :class:`~adlrec.loader.pacing.ForkPacer`'s turn.
+    that starts the first process, and ``pace`` before each process is started: a
+    :class:`~adlrec.loader.pacing.ForkPacer`'s turn, so the zygote's forks and its workers' start-up
+    are spread one per batch, as the training process's own forks are.
     """
 
     _name = "forkserver"  # named semaphores: queues and locks made here can be passed to a worker
 
-    def __init__(self, zygote: Zygote, before_fork: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, zygote: Zygote, before_fork: Callable[[], None] | None = None, pace: Callable[[], None] | None = None
+    ) -> None:
         self.zygote = zygote
         self.before_fork = before_fork
+        self.pace = pace
 
     def get_start_method(self, allow_none: bool = False) -> str:
         return self._name
@@ -424,4 +438,5 @@ class ZygoteContext(BaseContext):
         self.zygote.ensure_running(self.before_fork)
         proc = _ZygoteProcess(*args, **kwargs)
         proc._zygote = self.zygote
+        proc._pace = self.pace
         return proc

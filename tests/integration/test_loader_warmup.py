@@ -16,10 +16,12 @@ import threading
 import time
 import warnings
 
+import psutil
 import pytest
 
 from adlrec.loader import ResizableLoader, handover_batches, warmup_leads
 from adlrec.loader.pacing import ForkPacer, paced
+from adlrec.loader.zygote import can_use_zygote
 from tests.factories import Indices
 from tests.integration.test_loader_resize import live_children, plain_pass
 
@@ -104,6 +106,26 @@ def test_a_pool_that_replaces_forks_one_worker_per_batch_and_opens_each_gate_on_
         assert new.opens == tuple(at - lead for lead in warmup_leads(3, 4))
         follow_warm_up(loader, it, new, got, before, running=4)
         assert len(got) == at + 1
+        got += [b.tolist() for b in it]
+    assert got == plain_pass(80, 1, False, False, 0, 1)[0]
+
+
+@pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing")
+def test_a_zygotes_forks_are_paced_one_per_batch_as_the_training_processs_are():
+    """Its forks cost this process no GIL, but they and the workers' start-up take cores."""
+    before = live_children()
+    loader = loader_of(80, 4, fork_server=True)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        zygote = loader._pools.zygote
+        assert zygote is not None and zygote.running  # forked at the epoch's start
+        loader.resize(3)
+        old, new = loader._pools.live
+        assert new.zygote is zygote and new.pacer is not None
+        follow_warm_up(loader, it, new, got, before, running=4 + 1)  # the epoch's 4 workers and the zygote
+        for pid in {w.pid for w in new.it._workers}:
+            assert psutil.Process(pid).ppid() == zygote.pid
         got += [b.tolist() for b in it]
     assert got == plain_pass(80, 1, False, False, 0, 1)[0]
 
