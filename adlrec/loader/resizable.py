@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from multiprocessing.context import BaseContext
 from typing import Any
 
+import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
@@ -35,6 +36,9 @@ __all__ = ["MAX_POOLS", "EpochIterator", "ResizableLoader", "handover_batches", 
 
 STATE_VERSION = 1
 MAX_POOLS = 4  # pools woven at once; a resize that would need more replaces them with one
+# What a fork costs per GB of the forking process's resident memory, on top of a small process's:
+# os.fork measured here took 6-10 ms with torch loaded, ~40 ms with 1 GB more touched, ~100 ms with 4 GB.
+FORK_S_PER_GB = 0.025
 
 
 def handover_batches(
@@ -44,13 +48,15 @@ def handover_batches(
     start_s: float | None = None,
     old_workers: int = 0,
     extra_forks: int = 0,
+    process_gb: float = 0.0,
 ) -> int:
     """Batches the loop takes from the old pool after a resize, while ``workers`` new ones start and warm up.
 
     The new pool must first start: ``start_s``, how long starting such a pool took here (measured);
     without it, the typical times measured on this project's machines, 30-85 ms for 1-4 forked workers
-    and 1-4.6 s spawned or forkserver, and at least one batch per worker, as a pool started in a
-    thread forks one worker per batch.  ``extra_forks`` more forks come first (a zygote to start), each
+    of a small process, plus :data:`FORK_S_PER_GB` per fork for each GB the forking process holds
+    (``process_gb``; a fork copies its page tables), and 1-4.6 s spawned or forkserver; and at least
+    one batch per worker, as a pool started in a thread forks one worker per batch.  ``extra_forks`` more forks come first (a zygote to start), each
     costing what one worker's start does.  Then its workers' gates open one per batch, the first
     :func:`warmup_leads` batches before the switch.
     """
@@ -58,7 +64,8 @@ def handover_batches(
         return 0
     forks = workers + extra_forks
     if start_s is None:
-        start_s = 0.015 + 0.02 * forks if start_method == "fork" else 1.0 + 1.0 * forks
+        fork_s = 0.02 + FORK_S_PER_GB * process_gb
+        start_s = 0.015 + fork_s * forks if start_method == "fork" else 1.0 + 1.0 * forks
     else:
         start_s *= forks / workers
     # forked in a thread one per batch (see pacing.py), so never in fewer than ``forks`` batches
@@ -276,6 +283,7 @@ class ResizableLoader:
         self._last_t: float | None = None
         self._interval: float | None = None  # smoothed time between batches handed to the loop
         self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
+        self._process_gb = 0.0  # this process's resident memory at the epoch's start (a fork's cost grows with it)
         self._serving: int | None = None  # workers of the pool that served the last batch
 
     # -- what DataLoader users and Lightning look at ---------------------------------------------
@@ -359,6 +367,7 @@ class ResizableLoader:
         start, self._resume_at = min(self._resume_at, len(batches)), 0
         self._epoch, self._batches, self._consumed, self._finished = epoch, batches, start, False
         self._last_t = None
+        self._process_gb = psutil.Process().memory_info().rss / 2**30
         if start >= len(batches):
             return
         pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
@@ -571,6 +580,7 @@ class ResizableLoader:
                     self._start_s.get(added),
                     0 if kept else running,
                     extra_forks=int(zygote_fork),
+                    process_gb=self._process_gb,
                 )
                 want = self._consumed + ahead
             else:

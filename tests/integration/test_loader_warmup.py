@@ -82,7 +82,9 @@ def test_growing_weaves_a_pool_of_the_difference_beside_the_running_one():
         old, new = loader._pools.live
         at = loader._pools.schedule.last.start
         assert loader._pools.schedule.last.pools == (old.id, new.id) and new.workers == 2
-        assert at == 5 + handover_batches(FORK, 2, 0.01)  # the new pool's start, then its warm-up
+        assert at == 5 + handover_batches(
+            FORK, 2, 0.01, process_gb=loader._process_gb
+        )  # the new pool's start, then its warm-up
         assert new.opens == (at + 2 - 4, at + 3 - 4)  # each worker 4 batches before its first (at + 2 + i)
         assert new.pacer is not None and new.pacer.started == 0  # no fork inside resize
         follow_warm_up(loader, it, new, got, before, running=2)  # the old pool's 2 stay
@@ -102,7 +104,7 @@ def test_a_pool_that_replaces_forks_one_worker_per_batch_and_opens_each_gate_on_
         old, new = loader._pools.live
         at = loader._pools.schedule.last.start
         assert loader._pools.schedule.last.pools == (new.id,)
-        assert at == 5 + handover_batches(FORK, 3, 0.01, old_workers=4)
+        assert at == 5 + handover_batches(FORK, 3, 0.01, old_workers=4, process_gb=loader._process_gb)
         assert new.opens == tuple(at - lead for lead in warmup_leads(3, 4))
         follow_warm_up(loader, it, new, got, before, running=4)
         assert len(got) == at + 1
@@ -318,18 +320,24 @@ def test_resizing_back_before_a_pending_cut_keeps_the_serving_pool_and_starts_no
 
 
 def test_a_pool_that_has_handed_out_nothing_serves_from_an_earlier_cut():
-    # 3 -> 2 replaces at a cut 11 batches ahead (start, warm-up, the old pool's 3); 4 right after
-    # grows beside the pending pool of 2, whose paced start has not taken a batch yet, at a cut only
-    # 8 ahead.  The pending pool must serve its share from that earlier cut, not from where it opened.
+    # 3 -> 2 replaces at a cut 11 batches ahead (start, warm-up, the old pool's 3; a few more in a
+    # larger process); 4 right after grows beside the pending pool of 2, whose paced start has not
+    # taken a batch yet, at a cut 3 fewer ahead.  The pending pool must serve its share from that earlier cut, not from where it opened.
     loader = loader_of(80, 3)
     with loader:
         it = iter(loader)
         got = [next(it).tolist() for _ in range(5)]
+        gb = loader._process_gb
+        replace, grow = (
+            handover_batches(FORK, 2, 0.01, old_workers=3, process_gb=gb),
+            handover_batches(FORK, 2, 0.01, process_gb=gb),
+        )
+        assert grow < replace
         loader.resize(2)
         pending = loader._pools.live[-1]
-        assert pending.range.handed == 0 and pending.start == 5 + 11
+        assert pending.range.handed == 0 and pending.start == 5 + replace
         loader.resize(4)
-        assert loader._pools.schedule.last.start == 5 + 8
+        assert loader._pools.schedule.last.start == 5 + grow
         assert loader._pools.schedule.last.pools[0] == pending.id
         got += [b.tolist() for b in it]
     assert got == [[i] for i in range(80)]
