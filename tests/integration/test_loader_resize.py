@@ -70,6 +70,27 @@ def live_children() -> set[int]:
     return out
 
 
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie has: only its parent's ``wait`` is missing)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def pids_left_by_a_killed_trainer(script: str, *args: str) -> list[int]:
+    """Run ``script`` in a training process of its own, read the pids it prints on its first line, then
+    SIGKILL it (no clean-up of any kind runs) and reap it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        trainer = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
+        pids = [int(p) for p in trainer.stdout.readline().split()]
+        trainer.kill()
+        trainer.wait(30)
+        trainer.stdout.close()
+    return pids
+
+
 def plain_pass(n: int, bs: int, shuffle: bool, drop_last: bool, seed: int, epochs: int) -> list[list[list[int]]]:
     gen = torch.Generator().manual_seed(seed)
     plain = DataLoader(Indices(n), batch_size=bs, shuffle=shuffle, drop_last=drop_last, generator=gen)
@@ -350,23 +371,8 @@ time.sleep(120)
 )
 def test_workers_held_at_their_gate_exit_when_the_training_process_dies(context, settle_s, forker):
     """torch's watchdog starts after the gate, so a gated worker must notice its training process's death."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        trainer = subprocess.Popen(
-            [sys.executable, "-c", GATED_ORPHANS, context, str(settle_s), forker], stdout=subprocess.PIPE, text=True
-        )
-        pids = [int(p) for p in trainer.stdout.readline().split()]
-        assert len(pids) == 2
-        trainer.kill()
-        trainer.wait(30)
-        trainer.stdout.close()
-
-    def gone(pid: int) -> bool:
-        try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
-
+    pids = pids_left_by_a_killed_trainer(GATED_ORPHANS, context, str(settle_s), forker)
+    assert len(pids) == 2
     end = time.monotonic() + 30  # they check every WorkerGate.POLL_S; the limit only guards against a hang
     while not all(gone(p) for p in pids) and time.monotonic() < end:
         time.sleep(0.05)

@@ -5,11 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-import warnings
 
 import psutil
 import pytest
@@ -18,7 +15,7 @@ import torch
 from adlrec.loader import ResizableLoader
 from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
 from tests.factories import Indices
-from tests.integration.test_loader_resize import live_children
+from tests.integration.test_loader_resize import gone, live_children, pids_left_by_a_killed_trainer
 
 pytestmark = [
     pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing"),
@@ -238,20 +235,7 @@ time.sleep(120)
 
 
 def test_the_zygote_and_its_workers_end_when_the_training_process_dies():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        trainer = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
-        zygote_pid, worker_pid = map(int, trainer.stdout.readline().split())
-        trainer.kill()
-        trainer.wait(30)
-        trainer.stdout.close()
-
-    def gone(pid: int) -> bool:
-        try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
-
+    zygote_pid, worker_pid = pids_left_by_a_killed_trainer(ORPHAN)
     wait_until(lambda: gone(zygote_pid))
     # the worker is orphaned: its parent changes, which a DataLoader worker's watchdog sees and ends it
     wait_until(lambda: gone(worker_pid) or psutil.Process(worker_pid).ppid() != zygote_pid)
