@@ -7,6 +7,8 @@ machine has cores oversubscribes a node shared by several jobs.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
@@ -91,6 +93,23 @@ class WorkerGate:
             os._exit(0)
 
 
+def _watch_owner(owner: int) -> None:
+    """In a worker whose parent is not the training process: exit once that process has gone.
+
+    torch's watchdog ends a worker whose *parent* has gone.  A worker started by ``forkserver`` has
+    the fork server as its parent, and holds the server's alive pipe open itself (the standard
+    library passes it to every child), so the server outlives a killed training process and neither
+    ever ends; a zygote's worker is covered by its zygote's exit, but this costs one idle thread.
+    """
+
+    def watch() -> None:
+        while _running(owner):
+            time.sleep(WorkerGate.POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="adlrec-owner-watch", daemon=True).start()
+
+
 def _running(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie (where ``/proc`` says; elsewhere, exists)."""
     try:
@@ -119,8 +138,11 @@ class WorkerSetup:
         self.cores = tuple(cores) if cores is not None else None
         self.user = user
         self.gate = gate
+        self.owner = os.getpid()  # the training process
 
     def __call__(self, worker_id: int) -> None:
+        if os.getppid() != self.owner:
+            _watch_owner(self.owner)
         for var in THREAD_ENV_VARS:
             os.environ[var] = "1"
         torch.set_num_threads(1)
