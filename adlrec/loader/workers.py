@@ -1,4 +1,5 @@
-"""What every worker process does first: one BLAS/OpenMP thread, and optionally the allotted cores.
+"""What every worker process does first: one BLAS/OpenMP thread, optionally the allotted cores, and a
+watch on the training process (the worker ends when it does).
 
 A loader's parallelism is its worker processes; each one starting as many intra-op threads as the
 machine has cores oversubscribes a node shared by several jobs.
@@ -15,7 +16,9 @@ from multiprocessing.context import BaseContext
 
 import torch
 
-__all__ = ["THREAD_ENV_VARS", "WorkerGate", "WorkerSetup", "can_pin"]
+__all__ = ["OWNER_POLL_S", "THREAD_ENV_VARS", "WorkerGate", "WorkerSetup", "can_pin", "watch_owner"]
+
+OWNER_POLL_S = 0.5  # how often a worker checks that its training process still runs
 
 # Read by OpenMP, MKL, OpenBLAS and numexpr when they load: they cover libraries first imported in
 # the worker; torch, already loaded when a worker forks, is set with torch.set_num_threads.
@@ -42,17 +45,14 @@ class WorkerGate:
     cost it 1-5 ms at every resize, and opening a gate is one ``write``.
     """
 
-    POLL_S = 0.5  # how often a held worker checks that its parent is still alive
-
     def __init__(self, workers: int, context: BaseContext) -> None:
         pipes = [context.Pipe(duplex=False) for _ in range(workers)]
         self.readers = [r for r, _ in pipes]
         self._writers: list[Connection] | None = [w for _, w in pipes]  # the parent's ends; not sent to workers
         self.opened = [False] * workers  # in the parent: which gates it has opened
-        self.owner = os.getpid()  # the training process
 
     def __getstate__(self) -> dict[str, object]:
-        return {"readers": self.readers, "_writers": None, "opened": self.opened, "owner": self.owner}
+        return {"readers": self.readers, "_writers": None, "opened": self.opened}
 
     def open(self, worker_id: int) -> None:
         if not self.opened[worker_id]:
@@ -71,40 +71,29 @@ class WorkerGate:
         self._writers = None
 
     def wait(self, worker_id: int) -> None:
-        """In the worker: return once the gate is open; exit at once if the training process has died.
-
-        Exiting here matters: torch's watchdog is created after ``worker_init_fn`` returns, taking the
-        parent pid it sees then, so a worker released after its parent's death would never notice it.
-        Two checks, since the parent may have died before this worker got here (its parent pid is then
-        already the reaper's): the parent pid changing while it waits, and the training process that
-        made the gate (the worker's parent, or a zygote's or forkserver's) no longer running."""
-        parent = os.getppid()
-        reader = self.readers[worker_id]
-        while True:
-            if os.getppid() != parent or not _running(self.owner):
-                os._exit(0)
-            if reader.poll(self.POLL_S):
-                break
+        """In the worker: return once the gate is open.  (Should the training process die meanwhile, the
+        worker's :func:`watch_owner` thread ends it.)"""
         try:
-            reader.recv_bytes()
-        except EOFError:  # every writer closed without opening the gate: the parent is gone
-            os._exit(0)
-        if os.getppid() != parent:  # it died just after opening the gate
+            self.readers[worker_id].recv_bytes()
+        except EOFError:  # every writer closed without opening it: the parent is gone
             os._exit(0)
 
 
-def _watch_owner(owner: int) -> None:
-    """In a worker whose parent is not the training process: exit once that process has gone.
+def watch_owner(owner: int) -> None:
+    """In a worker: a daemon thread that ends this process once process ``owner`` (the training process)
+    has gone.
 
-    torch's watchdog ends a worker whose *parent* has gone.  A worker started by ``forkserver`` has
-    the fork server as its parent, and holds the server's alive pipe open itself (the standard
-    library passes it to every child), so the server outlives a killed training process and neither
-    ever ends; a zygote's worker is covered by its zygote's exit, but this costs one idle thread.
+    torch's watchdog is not enough.  It watches the worker's *parent*, and only from when
+    ``worker_init_fn`` has returned, taking the parent pid it sees then: a worker held at a
+    :class:`WorkerGate` (or in a long ``worker_init_fn``) when the training process dies would never
+    notice.  And under ``forkserver`` the parent is the fork server, which every worker keeps alive by
+    holding its alive pipe (the standard library passes it to each child), so after a killed training
+    process neither would ever end.  One idle thread, polling every :data:`OWNER_POLL_S`.
     """
 
     def watch() -> None:
         while _running(owner):
-            time.sleep(WorkerGate.POLL_S)
+            time.sleep(OWNER_POLL_S)
         os._exit(0)
 
     threading.Thread(target=watch, name="adlrec-owner-watch", daemon=True).start()
@@ -126,8 +115,9 @@ def _running(pid: int) -> bool:
 
 
 class WorkerSetup:
-    """A picklable ``worker_init_fn``: limit threads, pin to ``cores`` where possible, run ``user``, then
-    wait at ``gate`` (so all of a worker's own start-up is done before the loop lets it work)."""
+    """A picklable ``worker_init_fn``: watch the training process (:func:`watch_owner`), limit threads, pin
+    to ``cores`` where possible, run ``user``, then wait at ``gate`` (so all of a worker's own start-up
+    is done before the loop lets it work)."""
 
     def __init__(
         self,
@@ -141,8 +131,7 @@ class WorkerSetup:
         self.owner = os.getpid()  # the training process
 
     def __call__(self, worker_id: int) -> None:
-        if os.getppid() != self.owner:
-            _watch_owner(self.owner)
+        watch_owner(self.owner)
         for var in THREAD_ENV_VARS:
             os.environ[var] = "1"
         torch.set_num_threads(1)

@@ -375,7 +375,7 @@ def test_workers_held_at_their_gate_exit_when_the_training_process_dies(context,
     and under forkserver it watches the fork server, which a killed training process leaves running."""
     pids = pids_left_by_a_killed_trainer(GATED_ORPHANS, context, str(settle_s), forker)
     assert len(pids) == 3  # the 2 held at their gates, and the running pool's 1
-    end = time.monotonic() + 30  # they check every WorkerGate.POLL_S; the limit only guards against a hang
+    end = time.monotonic() + 30  # they check every OWNER_POLL_S; the limit only guards against a hang
     while not all(gone(p) for p in pids) and time.monotonic() < end:
         time.sleep(0.05)
     left = [p for p in pids if not gone(p)]
