@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 
+import psutil
 import torch
 
 __all__ = ["OWNER_POLL_S", "THREAD_ENV_VARS", "WorkerGate", "WorkerSetup", "can_pin", "watch_owner"]
@@ -100,17 +101,12 @@ def watch_owner(owner: int) -> None:
 
 
 def _running(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (where ``/proc`` says; elsewhere, exists)."""
+    """Whether process ``pid`` exists and is not a zombie (a zombie has ended; only its parent's wait is due)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    except psutil.AccessDenied:
         return True
 
 

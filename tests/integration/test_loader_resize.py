@@ -70,6 +70,14 @@ def live_children() -> set[int]:
     return out
 
 
+def wait_until(predicate, timeout_s: float = 30.0) -> None:
+    """Wait for something another thread or process does; the timeout only guards against a hang."""
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.005)
+
+
 def gone(pid: int) -> bool:
     """Whether process ``pid`` has ended (a zombie has: only its parent's ``wait`` is missing)."""
     try:
@@ -375,10 +383,9 @@ def test_workers_held_at_their_gate_exit_when_the_training_process_dies(context,
     and under forkserver it watches the fork server, which a killed training process leaves running."""
     pids = pids_left_by_a_killed_trainer(GATED_ORPHANS, context, str(settle_s), forker)
     assert len(pids) == 3  # the 2 held at their gates, and the running pool's 1
-    end = time.monotonic() + 30  # they check every OWNER_POLL_S; the limit only guards against a hang
-    while not all(gone(p) for p in pids) and time.monotonic() < end:
-        time.sleep(0.05)
-    left = [p for p in pids if not gone(p)]
-    for pid in left:
-        os.kill(pid, 9)
-    assert not left, "workers outlived their training process"
+    try:  # they check every OWNER_POLL_S
+        wait_until(lambda: all(gone(p) for p in pids))
+    finally:
+        for pid in pids:
+            if not gone(pid):
+                os.kill(pid, 9)

@@ -13,7 +13,6 @@ import itertools
 import multiprocessing
 import os
 import threading
-import time
 import warnings
 
 import psutil
@@ -23,7 +22,7 @@ from adlrec.loader import ResizableLoader, handover_batches, warmup_leads
 from adlrec.loader.pacing import ForkPacer, paced
 from adlrec.loader.zygote import can_use_zygote
 from tests.factories import Indices
-from tests.integration.test_loader_resize import live_children, plain_pass
+from tests.integration.test_loader_resize import live_children, plain_pass, wait_until
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="pacing applies to fork"),
@@ -36,14 +35,6 @@ def ticking(step_s: float = 0.01):
     """A clock that advances ``step_s`` per reading: the loop's batch interval is exactly ``step_s``."""
     counter = itertools.count()
     return lambda: next(counter) * step_s
-
-
-def wait_until(predicate, timeout_s: float = 30.0) -> None:
-    """Wait for something another thread or process does; the timeout only guards against a hang."""
-    end = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < end, "timed out waiting"
-        time.sleep(0.005)
 
 
 def loader_of(n: int, workers: int, **kw) -> ResizableLoader:

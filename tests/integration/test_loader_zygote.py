@@ -15,7 +15,7 @@ import torch
 from adlrec.loader import ResizableLoader
 from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
 from tests.factories import Indices
-from tests.integration.test_loader_resize import gone, live_children, pids_left_by_a_killed_trainer
+from tests.integration.test_loader_resize import gone, live_children, pids_left_by_a_killed_trainer, wait_until
 
 pytestmark = [
     pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing"),
@@ -31,14 +31,6 @@ def _no_leftover_processes():
     before = live_children()
     yield
     assert live_children() <= before, "a worker or a zygote outlived its test"
-
-
-def wait_until(predicate, timeout_s: float = 30.0) -> None:
-    """Wait for something another process does; the timeout only guards against a hang."""
-    end = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < end, "timed out waiting"
-        time.sleep(0.005)
 
 
 def zygote_loader(dataset, batch_size: int, **kw) -> ResizableLoader:
