@@ -18,10 +18,11 @@ added, where ``4:2`` from a single pool of 4 starts a pool of 2).  Workers start
   make-before-break  ``ResizableLoader.resize(b)``: the new pool starts, the old one serves what it
                      has in flight (plus the estimated handover), the switch is at a batch boundary.
                      The training process forks each new worker itself, one per batch (the pacing),
-                     each fork holding the GIL (the default, ``fork_server=False``).
+                     each fork holding the GIL (``fork_server=False``; the default below
+                     ``AUTO_ZYGOTE_GB`` of training process, printed at the end).
   zygote             the same with ``fork_server=True``: the loader's zygote (forked at the epoch's
                      start) forks the new workers, paced one per batch as the training process's
-                     forks are.
+                     forks are (the default from ``AUTO_ZYGOTE_GB`` on).
   rebuild            a plain ``DataLoader`` torn down and recreated at ``b`` workers over the indices
                      the loop has not consumed (what one does without adlrec).
 
@@ -63,6 +64,7 @@ from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
 from adlrec.loader import ResizableLoader, WorkerSetup, batches_of
+from adlrec.loader.resizable import AUTO_ZYGOTE_GB
 
 START = {"method": "fork"}  # set from --start-method
 STEP = {"python_s": 0.0}  # set from --step-python-ms
@@ -335,7 +337,18 @@ def main() -> int:
     console = Console(width=200)
     console.print(table)
     console.print(goal_summary(rows))
-    console.print(f"zygote longest <= 1 batch time: {sum(z <= 1 for z in zygote_rows)} of {len(zygote_rows)} rows")
+    better = sum(z < m for z, (m, _) in zip(zygote_rows, rows, strict=True))
+    worse = sum(z > m for z, (m, _) in zip(zygote_rows, rows, strict=True))
+    console.print(
+        f"zygote longest <= 1 batch time: {sum(z <= 1 for z in zygote_rows)} of {len(zygote_rows)} rows; "
+        f"shorter than make-before-break's in {better} rows, longer in {worse}"
+    )
+    process_gb = psutil.Process().memory_info().rss / 2**30
+    default = "zygote" if process_gb >= AUTO_ZYGOTE_GB else "make-before-break"
+    console.print(
+        f"the default (fork_server=None) in this {process_gb:.2f} GB training process is the {default} column "
+        f"(the zygote from {AUTO_ZYGOTE_GB} GB)"
+    )
     del ballast
     return 0
 

@@ -32,13 +32,25 @@ from adlrec.loader.schedule import Schedule, Stretch
 from adlrec.loader.workers import WorkerGate, WorkerSetup
 from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
 
-__all__ = ["MAX_POOLS", "EpochIterator", "ResizableLoader", "handover_batches", "kept_pools", "warmup_leads"]
+__all__ = [
+    "AUTO_ZYGOTE_GB",
+    "MAX_POOLS",
+    "EpochIterator",
+    "ResizableLoader",
+    "handover_batches",
+    "kept_pools",
+    "warmup_leads",
+]
 
 STATE_VERSION = 1
 MAX_POOLS = 4  # pools woven at once; a resize that would need more replaces them with one
 # What a fork costs per GB of the forking process's resident memory, on top of a small process's:
 # os.fork measured here took 6-10 ms with torch loaded, ~40 ms with 1 GB more touched, ~100 ms with 4 GB.
 FORK_S_PER_GB = 0.025
+# fork_server=None forks resizes' workers from a zygote when the training process holds at least this
+# much resident memory at an epoch's start, where each of its own forks holds the GIL for tens of ms:
+# bench/resize.py --main-mb measured the two on a par at 0.9 GB and the zygote ahead at 2.3 GB (docs/loader.md).
+AUTO_ZYGOTE_GB = 1.0
 
 
 def handover_batches(
@@ -202,7 +214,9 @@ class ResizableLoader:
     have the workers of a resize's pools forked by a zygote (:mod:`adlrec.loader.zygote`: one fork of
     this process at each epoch's start, which then holds the dataset as the epoch's first workers do)
     instead of by this process, each of whose forks holds the GIL for milliseconds to tens of
-    milliseconds (docs/loader.md: what it costs and when it pays).
+    milliseconds (docs/loader.md: what it costs and when it pays).  ``None`` (the default) decides at
+    each epoch's start: a zygote when this process holds at least :data:`AUTO_ZYGOTE_GB` of resident
+    memory, forked then if the epoch starts with workers (else at its first resize).
     ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
     ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``; ``None`` draws a seed
     from torch's global RNG once.  ``sampler``: any sampler with a deterministic order per epoch, e.g.
@@ -229,7 +243,7 @@ class ResizableLoader:
         cores: Sequence[int] | None = None,
         handover: int | None = None,
         background_start: bool = True,
-        fork_server: bool = False,
+        fork_server: bool | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if isinstance(dataset, IterableDataset):
@@ -284,6 +298,7 @@ class ResizableLoader:
         self._interval: float | None = None  # smoothed time between batches handed to the loop
         self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
         self._process_gb = 0.0  # this process's resident memory at the epoch's start (a fork's cost grows with it)
+        self._zygote_on = bool(fork_server)  # whether this epoch's resizes fork from a zygote (fork_server)
         self._serving: int | None = None  # workers of the pool that served the last batch
 
     # -- what DataLoader users and Lightning look at ---------------------------------------------
@@ -368,6 +383,7 @@ class ResizableLoader:
         self._epoch, self._batches, self._consumed, self._finished = epoch, batches, start, False
         self._last_t = None
         self._process_gb = psutil.Process().memory_info().rss / 2**30
+        self._zygote_on = self._process_gb >= AUTO_ZYGOTE_GB if self.fork_server is None else self.fork_server
         if start >= len(batches):
             return
         pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
@@ -377,9 +393,10 @@ class ResizableLoader:
                 shutdown(pool)
             kept = []
             pools.retire_zygote()  # none of its workers run now: a fresh one sees the dataset as it is now
-        if self._uses_zygote():
-            # One fork now, while the loop waits for the epoch's first batch anyway.  With persistent pools
-            # kept, their zygote is kept too: it holds the dataset as their workers do, from an earlier epoch.
+        if self._uses_zygote() and (workers > 0 or self.fork_server):
+            # One fork now, while the loop waits for the epoch's first batch anyway (and while its copy of
+            # this process's pages is the one the epoch's workers hold too).  With persistent pools kept,
+            # their zygote is kept too: it holds the dataset as their workers do, from an earlier epoch.
             zygote = pools.zygote_for(self._shared())
             if zygote is not None:
                 zygote.ensure_running()
@@ -427,7 +444,7 @@ class ResizableLoader:
         return pool
 
     def _uses_zygote(self) -> bool:
-        return self.fork_server and self.background_start and self.start_method == "fork" and can_use_zygote()
+        return self._zygote_on and self.background_start and self.start_method == "fork" and can_use_zygote()
 
     def _shared(self) -> tuple[Any, ...]:
         """What a zygote holds for its workers, by reference (:class:`~adlrec.loader.zygote.Kept`)."""

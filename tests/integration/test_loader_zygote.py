@@ -72,6 +72,40 @@ def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers()
     assert got == list(range(120))
 
 
+@pytest.mark.parametrize(
+    ("large", "workers", "forks_at_epoch_start", "forks_at_resize"),
+    [
+        (False, 1, 1, 2),  # a small process forks the resize's 2 workers itself
+        (True, 1, 2, 0),  # a large one: the zygote comes with the epoch and forks them
+        (True, 0, 0, 1),  # a large one whose epoch starts with no workers: the zygote comes with the resize
+    ],
+)
+def test_by_default_the_zygote_forks_a_resizes_workers_only_in_a_large_training_process(
+    monkeypatch, large, workers, forks_at_epoch_start, forks_at_resize
+):
+    rss_gb = psutil.Process().memory_info().rss / 2**30
+    # "large" is relative to this process's real resident memory, which the loader reads at the epoch's start
+    monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", rss_gb / 2 if large else rss_gb + 1.0)
+    loader = ResizableLoader(Indices(60), 1, num_workers=workers, multiprocessing_context="fork", handover=2)
+    assert loader.fork_server is None
+    with loader:
+        forks = FORKS[0]
+        it = iter(loader)
+        got = [next(it).item() for _ in range(5)]
+        assert FORKS[0] - forks == forks_at_epoch_start
+        forks = FORKS[0]
+        loader.resize(workers + 2)
+        got += [next(it).item() for _ in range(12)]  # past the cut and a period after it
+        assert FORKS[0] - forks == forks_at_resize
+        zygote = loader._pools.zygote
+        assert (zygote is not None) == large
+        new = max(loader._pools.live, key=lambda p: p.id)
+        parent = zygote.pid if large else os.getpid()
+        assert {psutil.Process(pid).ppid() for pid in workers_of(loader)[new.id]} == {parent}
+        got += [b.item() for b in it]
+    assert got == list(range(60))
+
+
 class Unpicklable(Indices):
     """A dataset that cannot be pickled (it holds a lock): fork passes it, so must the zygote."""
 
