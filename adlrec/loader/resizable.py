@@ -48,9 +48,10 @@ MAX_POOLS = 4  # pools woven at once; a resize that would need more replaces the
 # os.fork measured here took 6-10 ms with torch loaded, ~40 ms with 1 GB more touched, ~100 ms with 4 GB.
 FORK_S_PER_GB = 0.025
 # fork_server=None forks resizes' workers from a zygote when the training process holds at least this
-# much resident memory at an epoch's start, where each of its own forks holds the GIL for tens of ms:
-# bench/resize.py --main-mb measured the two on a par at 0.9 GB and the zygote ahead at 2.3 GB (docs/loader.md).
-AUTO_ZYGOTE_GB = 1.0
+# much resident memory at an epoch's start (each of its own forks then holds the GIL for 20 ms or more).
+# bench/resize.py measured the two on a par in a 0.2 GB process and the zygote ahead from 0.9 GB on
+# (docs/loader.md); a process with torch and CUDA loaded is well above it.
+AUTO_ZYGOTE_GB = 0.5
 
 
 def handover_batches(
