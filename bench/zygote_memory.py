@@ -21,20 +21,8 @@ import psutil
 import torch
 from rich.console import Console
 from rich.table import Table
-from torch.utils.data import Dataset
 
 from adlrec.loader import ResizableLoader
-
-
-class Indices(Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 def memory(pid: int) -> tuple[float, float]:
@@ -57,7 +45,7 @@ def main() -> int:
         table.add_column(col, justify="left" if col in ("epoch's workers", "when") else "right")
     for workers in (1, 0):
         with ResizableLoader(
-            Indices(100), 1, num_workers=workers, multiprocessing_context="fork", fork_server=True
+            torch.arange(100), 1, num_workers=workers, multiprocessing_context="fork", fork_server=True
         ) as loader:
             it = iter(loader)
             next(it)
