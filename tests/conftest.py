@@ -29,3 +29,14 @@ def _no_ambient_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests choose their store explicitly; an MLFLOW_TRACKING_URI from the shell must not leak in."""
     for var in ("MLFLOW_TRACKING_URI", "ADLREC_TRACKING_URI", "ADLREC_DATA_DIR", "ADLREC_EXPERIMENT"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _small_training_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaders that leave ``fork_server`` unset fork their own workers, however large pytest has grown.
+
+    The default picks the zygote from ``AUTO_ZYGOTE_GB`` of resident memory, which a whole-suite run
+    crosses (about 0.55 GB) and a run of one file does not: tests that want the zygote, or the default's
+    choice, say so (``fork_server=True``, or the threshold set around their own size).
+    """
+    monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", float("inf"))

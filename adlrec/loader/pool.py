@@ -91,6 +91,7 @@ class Pool:
     gate: WorkerGate | None = None
     opens: tuple[int, ...] = ()  # batches the loop has had when each worker's gate opens (absolute)
     zygote: Zygote | None = None  # the zygote that forked its workers, if one did
+    extra_forks: int = 0  # forks its start made besides its workers' (the zygote's own, once): in start_s
 
     def advance(self, consumed: int, fork: bool = True) -> None:
         """The loop has had ``consumed`` batches: one more fork (if ``fork``), and open the gates whose turn

@@ -350,8 +350,8 @@ class ResizableLoader:
         try:
             if pool.it is None:
                 pool.wait_started()
-                if pool.start_s is not None:
-                    self._start_s[pool.workers] = pool.start_s
+                if pool.start_s is not None:  # per worker's share, without the zygote's fork
+                    self._start_s[pool.workers] = pool.start_s * pool.workers / (pool.workers + pool.extra_forks)
             assert pool.it is not None
             batch = next(pool.it)
         except StopIteration:
@@ -394,10 +394,11 @@ class ResizableLoader:
                 shutdown(pool)
             kept = []
             pools.retire_zygote()  # none of its workers run now: a fresh one sees the dataset as it is now
-        if self._uses_zygote() and (workers > 0 or self.fork_server):
-            # One fork now, while the loop waits for the epoch's first batch anyway (and while its copy of
-            # this process's pages is the one the epoch's workers hold too).  With persistent pools kept,
-            # their zygote is kept too: it holds the dataset as their workers do, from an earlier epoch.
+        if (self.fork_server or (workers > 0 and not kept)) and self._uses_zygote():
+            # One fork now, while the loop waits for the epoch's first batch anyway.  By default only when
+            # the epoch forks a pool now: the zygote's copy of this process's pages is then the one the
+            # epoch's workers hold too; kept pools hold an earlier epoch's (a resize forks it then).  With
+            # persistent pools kept, their zygote is kept too: it holds the dataset as their workers do.
             zygote = pools.zygote_for(self._shared())
             if zygote is not None:
                 zygote.ensure_running()
@@ -422,6 +423,7 @@ class ResizableLoader:
         assert self._batches is not None and self._pools.schedule is not None
         rng = BatchRange(pool_id)
         gate = pacer = context = zygote = None
+        extra_forks = 0  # the zygote's own fork, when this pool's start makes it
         if opens and workers > 0:
             if background:  # paced by the loop's thread, so never when starting inside it
                 pacer = ForkPacer()
@@ -434,12 +436,24 @@ class ResizableLoader:
                     # running pool's next batch needs.
                     before_fork = None if zygote.running else pacer.turn
                     context = ZygoteContext(zygote, before_fork, pace=pacer.turn)
+                    extra_forks = int(before_fork is not None)
                 else:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None
             gate = WorkerGate(workers, context or self._context())
         inner = self._inner(rng, start, workers, gate, context, zygote)
-        pool = Pool(pool_id, start, workers, rng, inner, pacer=pacer, gate=gate, opens=opens, zygote=zygote)
+        pool = Pool(
+            pool_id,
+            start,
+            workers,
+            rng,
+            inner,
+            pacer=pacer,
+            gate=gate,
+            opens=opens,
+            zygote=zygote,
+            extra_forks=extra_forks,
+        )
         rng.configure(self._batches, self._pools.schedule, start)
         pool.launch(background and workers > 0)
         return pool

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -104,6 +106,50 @@ def test_by_default_the_zygote_forks_a_resizes_workers_only_in_a_large_training_
         assert {psutil.Process(pid).ppid() for pid in workers_of(loader)[new.id]} == {parent}
         got += [b.item() for b in it]
     assert got == list(range(60))
+
+
+def test_by_default_kept_persistent_pools_fork_no_zygote_until_a_resize_needs_one(monkeypatch):
+    # a large process: the zygote is the default, but kept pools hold an earlier epoch's pages, so a zygote
+    # forked at the next epoch's start would share none of them and hold its own copy of what training writes
+    monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", psutil.Process().memory_info().rss / 2**30 / 2)
+    loader = ResizableLoader(
+        Indices(40), 1, num_workers=2, persistent_workers=True, multiprocessing_context="fork", handover=2
+    )
+    with loader:
+        forks = FORKS[0]
+        first = [b.item() for b in loader]
+        assert FORKS[0] - forks == 3  # the zygote, then the epoch's 2 workers (this process forks those)
+        assert loader._pools.zygote is None  # none of the kept workers is its child: retired
+        forks = FORKS[0]
+        it = iter(loader)
+        second = [next(it).item() for _ in range(5)]
+        assert FORKS[0] == forks  # the kept pool serves: nothing forked
+        loader.resize(4)  # a pool of 2 woven beside the kept one
+        second += [next(it).item() for _ in range(12)]
+        assert FORKS[0] - forks == 1  # the zygote, now, which forks the 2 new workers
+        zygote = loader._pools.zygote
+        new = max(loader._pools.live, key=lambda p: p.id)
+        assert {psutil.Process(pid).ppid() for pid in workers_of(loader)[new.id]} == {zygote.pid}
+        second += [b.item() for b in it]
+    assert first == second == list(range(40))
+
+
+ZERO_WORKERS_THEN_SPAWN = """
+import multiprocessing
+import adlrec.loader.resizable as resizable
+from adlrec.loader import ResizableLoader
+from tests.factories import Indices
+resizable.AUTO_ZYGOTE_GB = 0.0  # large: the zygote is the default
+assert [b.item() for b in ResizableLoader(Indices(4), 1)] == [0, 1, 2, 3]
+multiprocessing.set_start_method("spawn")  # the loader, with no workers to start, chose no start method
+print("ok")
+"""
+
+
+def test_a_loader_with_no_workers_leaves_the_start_method_unset():
+    done = subprocess.run([sys.executable, "-c", ZERO_WORKERS_THEN_SPAWN], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 class Unpicklable(Indices):
