@@ -347,7 +347,7 @@ def main() -> int:
     default = "zygote" if process_gb >= AUTO_ZYGOTE_GB else "make-before-break"
     console.print(
         f"the default (fork_server=None) in this {process_gb:.2f} GB training process is the {default} column "
-        f"(the zygote from {AUTO_ZYGOTE_GB} GB)"
+        f"(the zygote from {AUTO_ZYGOTE_GB} GB; in 0 -> n rows the default forks it at the resize, not with the epoch)"
     )
     del ballast
     return 0

@@ -49,8 +49,8 @@ MAX_POOLS = 4  # pools woven at once; a resize that would need more replaces the
 FORK_S_PER_GB = 0.025
 # fork_server=None forks resizes' workers from a zygote when the training process holds at least this
 # much resident memory at an epoch's start (each of its own forks then holds the GIL for 20 ms or more).
-# bench/resize.py measured the two on a par in a 0.2 GB process and the zygote ahead from 0.9 GB on
-# (docs/loader.md); a process with torch and CUDA loaded is well above it.
+# bench/resize.py measured the two on a par in a 0.2 GB process (a step that is all sleep) and the
+# zygote ahead from 0.9 GB on (a step holding the GIL for 2 of its 3 ms; docs/loader.md).
 AUTO_ZYGOTE_GB = 0.5
 
 
@@ -217,7 +217,7 @@ class ResizableLoader:
     instead of by this process, each of whose forks holds the GIL for milliseconds to tens of
     milliseconds (docs/loader.md: what it costs and when it pays).  ``None`` (the default) decides at
     each epoch's start: a zygote when this process holds at least :data:`AUTO_ZYGOTE_GB` of resident
-    memory, forked then if the epoch starts with workers (else at its first resize).
+    memory, forked then if the epoch starts a pool of workers (else at its first resize).
     ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
     ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``; ``None`` draws a seed
     from torch's global RNG once.  ``sampler``: any sampler with a deterministic order per epoch, e.g.
