@@ -186,6 +186,20 @@ class _Pools:
             self.zygote.stop()
             self.zygote = None
 
+    def retire_idle_zygote(self) -> None:
+        """Stop the zygote, off the loop's thread, once none of its pools is left, nor any still shutting
+        down.  Mid-epoch, for an epoch resized to 0 workers: with no worker sharing its copy of the
+        training process's pages, it alone would hold every page training writes until the epoch ends."""
+        if self.zygote is None or self._zygote_busy():
+            return
+        self.reapers = [t for t in self.reapers if t.is_alive()]
+        if self.reapers:  # a drained pool may still be shutting down the zygote's workers
+            return
+        zygote, self.zygote = self.zygote, None  # a later resize forks a fresh one
+        t = threading.Thread(target=zygote.stop, name="adlrec-loader-zygote-stop", daemon=True)
+        t.start()
+        self.reapers.append(t)  # joined with the reapers at the epoch's end
+
     def close(self) -> None:
         self.stop_live()
         while self.kept:
@@ -365,6 +379,8 @@ class ResizableLoader:
         self._consumed += 1
         self._serving = pools.schedule.stretch_at(position).workers
         self._retire_done()
+        if pools.zygote is not None and self._workers == 0:
+            pools.retire_idle_zygote()
         for pending in pools.live:
             pending.advance(self._consumed)
         self._tick()

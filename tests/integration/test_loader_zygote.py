@@ -134,6 +134,41 @@ def test_by_default_kept_persistent_pools_fork_no_zygote_until_a_resize_needs_on
     assert first == second == list(range(40))
 
 
+@pytest.mark.parametrize("fork_server", [True, None])
+def test_a_resize_to_no_workers_stops_the_zygote_and_the_next_resize_forks_a_fresh_one(monkeypatch, fork_server):
+    # with no worker sharing its copy of this process's pages, it would hold every page training writes
+    monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", 0.0)
+    loader = ResizableLoader(
+        Indices(80), 1, num_workers=1, multiprocessing_context="fork", fork_server=fork_server, handover=2
+    )
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(3)]
+        loader.resize(3)  # a pool of 2 the zygote forks, woven beside the epoch's own
+        got += [next(it).item() for _ in range(10)]
+        zygote = loader._pools.zygote
+        pid = zygote.pid
+        assert len(workers_of(loader)) == 2
+        loader.resize(0)  # the pools drain what they hold, then shut down
+        for _ in range(40):  # the loop retires it at a batch once its pools have shut down
+            got.append(next(it).item())
+            if loader._pools.zygote is None:
+                break
+            time.sleep(0.02)  # a step: the dropped pools shut down meanwhile, in threads
+        assert loader._pools.zygote is None
+        wait_until(lambda: gone(pid))  # stopped off the loop's thread
+        assert zygote.pid is None
+        forks = FORKS[0]
+        loader.resize(2)
+        got += [next(it).item() for _ in range(8)]
+        assert FORKS[0] - forks == 1  # a fresh zygote, which forks the 2 workers
+        fresh = loader._pools.zygote
+        new = max(loader._pools.live, key=lambda p: p.id)
+        assert {psutil.Process(w).ppid() for w in workers_of(loader)[new.id]} == {fresh.pid}
+        got += [b.item() for b in it]
+    assert got == list(range(80))
+
+
 ZERO_WORKERS_THEN_SPAWN = """
 import multiprocessing
 import adlrec.loader.resizable as resizable
