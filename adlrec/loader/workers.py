@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 
+import numpy.random  # noqa: F401  (imported for the workers; see below)
 import psutil
 import torch
 
@@ -24,6 +25,12 @@ OWNER_POLL_S = 0.5  # how often a worker checks that its training process still 
 # Read by OpenMP, MKL, OpenBLAS and numexpr when they load: they cover libraries first imported in
 # the worker; torch, already loaded when a worker forks, is set with torch.set_num_threads.
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+# numpy.random is imported above for the forked workers: torch's worker loop seeds numpy's global RNG
+# in every worker, and numpy 2 imports numpy.random lazily, so in a training process that never used
+# it each worker imported it itself, about two thirds of its start-up CPU (bench/worker_start.py).  At
+# a resize that CPU comes from the cores the running pool's batches need.  Forked workers (and the
+# zygote's) inherit the module instead.
 
 
 def can_pin() -> bool:

@@ -1,8 +1,11 @@
-"""The worker gate across start methods: a held worker goes on only once its own gate is opened."""
+"""The worker gate across start methods: a held worker goes on only once its own gate is opened; what
+forked workers inherit."""
 
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +47,40 @@ def test_a_pickled_gate_carries_only_the_workers_ends():
     state = gate.__getstate__()
     assert state["_writers"] is None and len(state["readers"]) == 3
     gate.close()
+
+
+INHERITED_NUMPY_RANDOM = """
+import sys
+import torch
+assert "numpy.random" not in sys.modules  # numpy 2 loads it lazily; torch does not
+from adlrec.loader import ResizableLoader
+
+class ModuleId:
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):  # in the worker: which numpy.random object its RNG was seeded through
+        return id(sys.modules.get("numpy.random"))
+
+fork_server = sys.argv[1] == "zygote"
+with ResizableLoader(ModuleId(), 1, num_workers=1, multiprocessing_context="fork", fork_server=fork_server) as loader:
+    it = iter(loader)
+    ids = {next(it).item()}
+    loader.resize(2)  # the new pool's workers: forked by the training process, or by the zygote
+    ids |= {b.item() for b in it}
+print("same" if ids == {id(sys.modules.get("numpy.random"))} else f"different: {ids}")
+"""
+
+
+@pytest.mark.skipif("fork" not in METHODS, reason="forked workers only")
+@pytest.mark.parametrize("forked_by", ["training process", "zygote"])
+def test_forked_workers_inherit_numpy_random_instead_of_importing_it_each(forked_by):
+    """torch seeds numpy's global RNG in every worker: a worker that imports numpy.random itself spends
+    most of its start-up CPU on it (bench/worker_start.py), taken from the running pool at a resize."""
+    done = subprocess.run(
+        [sys.executable, "-c", INHERITED_NUMPY_RANDOM, "zygote" if forked_by == "zygote" else "plain"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "same"
