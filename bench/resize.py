@@ -2,7 +2,7 @@
 
     python bench/resize.py [--repeats 3] [--sample-ms 1.5,6,0.2+4] [--batch-size 8] [--step-ms 3]
                            [--changes 1:2,2:4,4:1,0:2,2:4:2] [--window 30] [--main-mb 0]
-                           [--step-python-ms 0]
+                           [--step-python-ms 0] [--one-pool]
 
 Each sample costs real CPU in the worker (pure-Python arithmetic, ~``--sample-ms``; one table row
 group per value); a value ``CPU+IO`` adds ``IO`` ms of waiting per sample (a sleep, as a read from
@@ -13,7 +13,9 @@ GIL then delays the step too, which a sleep hides).  For each worker-count chang
 ``--window`` batches at ``a`` workers, the change, then batches until the new pool has served
 ``--window`` of them.  A chain ``a:c:b`` first resizes ``a -> c`` and lets that settle, then
 measures ``c -> b``: ``2:4:2`` measures the shrink back after a grow (which drops the pool the grow
-added, where ``4:2`` from a single pool of 4 starts a pool of 2).  Workers start with ``--start-method`` (fork by default).
+added).  An epoch's workers start as several pools (``split_pools``: 4 as 2, 1 and 1), so ``4:1``
+drops pools too; with ``--one-pool`` every loader starts one pool, which at ``4:1`` a pool of 1
+replaces (make-before-break columns and the control).  Workers start with ``--start-method`` (fork by default).
 
   make-before-break  ``ResizableLoader.resize(b)``: the new pool starts, the old one serves what it
                      has in flight (plus the estimated handover), the switch is at a batch boundary.
@@ -68,6 +70,7 @@ from adlrec.loader.resizable import AUTO_ZYGOTE_GB
 
 START = {"method": "fork"}  # set from --start-method
 STEP = {"python_s": 0.0}  # set from --step-python-ms
+SPLIT = {"pools": True}  # False with --one-pool
 
 
 class Busy(Dataset):
@@ -172,6 +175,7 @@ def make_before_break(
         multiprocessing_context=START["method"],
         handover=handover,
         fork_server=fork_server,
+        split_pools=SPLIT["pools"],
     )
     with loader:
         it = iter(loader)
@@ -203,7 +207,7 @@ def make_before_break(
 def steady(ds: Dataset, bs: int, a: int, window: int, step_s: float, count: int) -> Run:
     """The control: the same loader and measurement with no resize, over ``count`` batches after the point
     where the change would be.  Its longest wait is this machine's noise floor for the row."""
-    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=START["method"])
+    loader = ResizableLoader(ds, bs, num_workers=a, multiprocessing_context=START["method"], split_pools=SPLIT["pools"])
     with loader:
         it = iter(loader)
         drive(it, 10, step_s)
@@ -257,10 +261,14 @@ def main() -> int:
         default=0,
         help="MB of memory the training process touches first: a fork costs what it does in a real one",
     )
+    ap.add_argument(
+        "--one-pool", action="store_true", help="start each epoch's workers as one pool (split_pools=False)"
+    )
     args = ap.parse_args()
     ballast = torch.ones(args.main_mb * 2**18) if args.main_mb > 0 else None  # 4 bytes each, all touched
     START["method"] = args.start_method
     STEP["python_s"] = args.step_python_ms / 1e3
+    SPLIT["pools"] = not args.one_pool
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
     try:
         changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
@@ -275,7 +283,8 @@ def main() -> int:
             f"wait at a resize, in batch times (median of {args.repeats}); {args.start_method}; batch {args.batch_size}; "
             f"step {args.step_ms} ms ({args.step_python_ms} ms of it holding the GIL); {psutil.cpu_count()} cores; "
             f"training process "
-            f"{psutil.Process().memory_info().rss / 2**20:,.0f} MB; goal: make-before-break longest <= 1"
+            f"{psutil.Process().memory_info().rss / 2**20:,.0f} MB; "
+            f"{'one pool' if args.one_pool else 'split pools'} at an epoch's start; goal: make-before-break longest <= 1"
         ),
         title_justify="left",
     )

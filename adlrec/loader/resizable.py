@@ -39,11 +39,13 @@ __all__ = [
     "ResizableLoader",
     "handover_batches",
     "kept_pools",
+    "split_workers",
     "warmup_leads",
 ]
 
 STATE_VERSION = 1
-MAX_POOLS = 4  # pools woven at once; a resize that would need more replaces them with one
+MAX_POOLS = 8  # pools woven at once; a resize that would need more replaces them with one
+SPLIT_POOLS = 4  # at most this many of them at an epoch's start (split_workers)
 # What a fork costs per GB of the forking process's resident memory, on top of a small process's:
 # os.fork measured here took 6-10 ms with torch loaded, ~40 ms with 1 GB more touched, ~100 ms with 4 GB.
 FORK_S_PER_GB = 0.025
@@ -93,6 +95,26 @@ def warmup_leads(workers: int, old_workers: int) -> tuple[int, ...]:
     ``old_workers`` still share the cores meanwhile, so each lead is that much longer.
     """
     return tuple(workers - i + old_workers for i in range(workers))
+
+
+def split_workers(workers: int, max_pools: int = SPLIT_POOLS) -> tuple[int, ...]:
+    """The pools an epoch starts ``workers`` workers as, largest first: 1, 2, 4, ... workers and the rest.
+
+    Some of them then add up to every smaller count, so a shrink drops pools (nothing starts, and the
+    dropped workers' cores are free once they have served what they hold) instead of starting a pool
+    beside the running ones.  Woven, they serve as one pool of ``workers`` does: every worker every
+    ``workers``-th batch.  With ``max_pools`` reached the rest is one pool, and the counts between the
+    small pools' sum and the rest are reached by replacing.
+    """
+    if workers <= 1:
+        return (workers,)
+    sizes: list[int] = []
+    size = 1
+    while len(sizes) < max_pools - 1 and sum(sizes) + size <= workers:
+        sizes.append(size)
+        size *= 2
+    rest = workers - sum(sizes)
+    return tuple(sorted([*sizes, rest] if rest else sizes, reverse=True))
 
 
 def kept_pools(now: Stretch, workers: int, done: Collection[int] = ()) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -232,6 +254,8 @@ class ResizableLoader:
     milliseconds (docs/loader.md: what it costs and when it pays).  ``None`` (the default) decides at
     each epoch's start: a zygote when this process holds at least :data:`AUTO_ZYGOTE_GB` of resident
     memory, forked then if the epoch starts a pool of workers (else at its first resize).
+    ``split_pools``: start an epoch's workers as several woven pools (:func:`split_workers`: 4 as 2,
+    1 and 1) so that a later shrink drops some instead of starting a pool; ``False`` starts one pool.
     ``seed``: with ``shuffle``, the order of epoch ``e`` equals that of the ``e``-th pass of
     ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``; ``None`` draws a seed
     from torch's global RNG once.  ``sampler``: any sampler with a deterministic order per epoch, e.g.
@@ -259,6 +283,7 @@ class ResizableLoader:
         handover: int | None = None,
         background_start: bool = True,
         fork_server: bool | None = None,
+        split_pools: bool = True,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if isinstance(dataset, IterableDataset):
@@ -291,6 +316,7 @@ class ResizableLoader:
         self.handover = handover
         self.background_start = background_start
         self.fork_server = fork_server
+        self.split_pools = split_pools
         self.sampler = EpochSampler(
             len(dataset),  # type: ignore[arg-type]
             shuffle=shuffle,
@@ -427,14 +453,27 @@ class ResizableLoader:
                 pool.launch(False)
                 pools.live.append(pool)
             return
-        pool_id = next(pools.ids)
-        pools.schedule = Schedule(len(batches), Stretch(start, (pool_id,), (workers,)))
-        pools.live.append(self._open(pool_id, start, workers, background=False))
+        sizes = split_workers(workers) if self.split_pools else (workers,)
+        ids = tuple(next(pools.ids) for _ in sizes)
+        pools.schedule = Schedule(len(batches), Stretch(start, ids, sizes))
+        for k, (pool_id, size) in enumerate(zip(ids, sizes, strict=True)):
+            pools.live.append(self._open(pool_id, start, size, background=False, first_id=sum(sizes[:k]), of=workers))
 
-    def _open(self, pool_id: int, start: int, workers: int, background: bool, opens: tuple[int, ...] = ()) -> Pool:
+    def _open(
+        self,
+        pool_id: int,
+        start: int,
+        workers: int,
+        background: bool,
+        opens: tuple[int, ...] = (),
+        first_id: int = 0,
+        of: int | None = None,
+    ) -> Pool:
         """Pool ``pool_id``, serving what the schedule gives it from ``start`` on with ``workers`` workers.
 
         ``opens``: a resize's new pool, whose workers are held until the loop has had that many batches.
+        ``first_id``, ``of``: its workers are numbered from ``first_id`` among ``of`` (default ``workers``),
+        the workers of the stretch it opens in (:class:`~adlrec.loader.workers.WorkerSetup`).
         """
         assert self._batches is not None and self._pools.schedule is not None
         rng = BatchRange(pool_id)
@@ -457,7 +496,7 @@ class ResizableLoader:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None
             gate = WorkerGate(workers, context or self._context())
-        inner = self._inner(rng, start, workers, gate, context, zygote)
+        inner = self._inner(rng, start, workers, gate, context, zygote, first_id, workers if of is None else of)
         pool = Pool(
             pool_id,
             start,
@@ -493,6 +532,8 @@ class ResizableLoader:
         gate: WorkerGate | None = None,
         context: BaseContext | None = None,
         zygote: Zygote | None = None,
+        first_id: int = 0,
+        of: int | None = None,
     ) -> DataLoader[Any]:
         seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
         # a zygote's workers get the dataset and functions it already holds, by reference
@@ -506,7 +547,7 @@ class ResizableLoader:
             kw["collate_fn"] = collate_fn
         if workers > 0:
             kw |= dict(
-                worker_init_fn=WorkerSetup(self.cores, init_fn, gate),
+                worker_init_fn=WorkerSetup(self.cores, init_fn, gate, first_id, of),
                 multiprocessing_context=context or self.multiprocessing_context,
                 prefetch_factor=self.prefetch_factor,
                 # Always persistent inside: the loader, not the iterator's exhaustion, decides when a
@@ -652,7 +693,9 @@ class ResizableLoader:
             offset = sum(weights[:-1])
             lead = num_workers + (0 if offset else running)
             opens = tuple(at + offset + i - lead for i in range(added))
-            pool = self._open(pool_id, at, added, background=self.background_start, opens=opens)
+            pool = self._open(
+                pool_id, at, added, background=self.background_start, opens=opens, first_id=offset, of=num_workers
+            )
             pool.advance(self._consumed, fork=False)  # its first fork comes with the next batch
             pools.live.append(pool)
         self._retire_done()

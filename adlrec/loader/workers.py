@@ -7,6 +7,7 @@ machine has cores oversubscribes a node shared by several jobs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -107,6 +108,26 @@ def watch_owner(owner: int) -> None:
     threading.Thread(target=watch, name="adlrec-owner-watch", daemon=True).start()
 
 
+def renumber(worker_id: int, num_workers: int | None) -> int:
+    """In a worker: make ``get_worker_info()`` say ``worker_id`` of ``num_workers`` (``None``: unchanged).
+
+    torch's ``WorkerInfo`` is frozen (a frozen dataclass in recent torch, in older ones a class that
+    refuses ``setattr`` once built), so the module's ``_worker_info`` is replaced with a copy.
+    """
+    from torch.utils.data._utils import worker as torch_worker
+
+    info = torch_worker._worker_info
+    if info is None:
+        return worker_id
+    changes = {"id": worker_id, "num_workers": info.num_workers if num_workers is None else num_workers}
+    if dataclasses.is_dataclass(info):
+        torch_worker._worker_info = dataclasses.replace(info, **changes)
+    else:  # older torch
+        keys = info._WorkerInfo__keys  # the fields it was built with
+        torch_worker._worker_info = type(info)(**{k: getattr(info, k) for k in keys} | changes)
+    return worker_id
+
+
 def _running(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie (a zombie has ended; only its parent's wait is due)."""
     try:
@@ -119,18 +140,28 @@ def _running(pid: int) -> bool:
 
 class WorkerSetup:
     """A picklable ``worker_init_fn``: watch the training process (:func:`watch_owner`), limit threads, pin
-    to ``cores`` where possible, run ``user``, then wait at ``gate`` (so all of a worker's own start-up
-    is done before the loop lets it work)."""
+    to ``cores`` where possible, number the worker among the loader's, run ``user``, then wait at
+    ``gate`` (so all of a worker's own start-up is done before the loop lets it work).
+
+    A loader's workers may be several woven pools, each an inner ``DataLoader`` numbering its own
+    workers from 0.  Worker ``i`` of a pool whose workers come ``first_id``-th among ``num_workers``
+    is numbered ``first_id + i`` of ``num_workers``: in ``user``'s argument and in
+    ``torch.utils.data.get_worker_info()``, as one ``DataLoader`` of ``num_workers`` would number it.
+    """
 
     def __init__(
         self,
         cores: Sequence[int] | None = None,
         user: Callable[[int], None] | None = None,
         gate: WorkerGate | None = None,
+        first_id: int = 0,
+        num_workers: int | None = None,
     ) -> None:
         self.cores = tuple(cores) if cores is not None else None
         self.user = user
         self.gate = gate
+        self.first_id = first_id
+        self.num_workers = num_workers
         self.owner = os.getpid()  # the training process
 
     def __call__(self, worker_id: int) -> None:
@@ -140,7 +171,10 @@ class WorkerSetup:
         torch.set_num_threads(1)
         if self.cores and can_pin():
             os.sched_setaffinity(0, self.cores)
+        numbered = worker_id  # the pool's own number, which its gate knows the worker by
+        if self.first_id or self.num_workers is not None:
+            numbered = renumber(self.first_id + worker_id, self.num_workers)
         if self.user is not None:
-            self.user(worker_id)
+            self.user(numbered)
         if self.gate is not None:
             self.gate.wait(worker_id)

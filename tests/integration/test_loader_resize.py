@@ -148,9 +148,10 @@ def _no_leftover_workers():
     handover=handovers,
     epoch_schedules=st.lists(schedules, min_size=2, max_size=2),
     fork_server=st.sampled_from([False, True, None]),
+    split_pools=st.booleans(),
 )
 def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
-    n, bs, shuffle, drop_last, seed, workers, persistent, handover, epoch_schedules, fork_server
+    n, bs, shuffle, drop_last, seed, workers, persistent, handover, epoch_schedules, fork_server, split_pools
 ):
     before = live_children()
     expected = plain_pass(n, bs, shuffle, drop_last, seed, epochs=2)
@@ -165,6 +166,7 @@ def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
         handover=handover,
         multiprocessing_context=FORK,
         fork_server=fork_server,  # a resize's workers forked by the loader's zygote, or by this process
+        split_pools=split_pools,  # an epoch's workers as several pools, which shrinks drop
     )
     auto_gb = resizable.AUTO_ZYGOTE_GB
     if fork_server is None:
@@ -259,6 +261,7 @@ def test_an_epoch_left_early_stops_its_workers_on_close_and_on_a_new_iter():
         persistent_workers=True,
         handover=0,
         background_start=False,  # so the new pool is up when resize returns
+        split_pools=False,  # one pool of 2, which a pool of 1 replaces
     )
     for i, _ in enumerate(loader):
         if i == 2:
@@ -394,3 +397,53 @@ def test_workers_held_at_their_gate_exit_when_the_training_process_dies(context,
         for pid in pids:
             if not gone(pid):
                 os.kill(pid, 9)
+
+
+class WorkerNumber(Indices):
+    """Each sample is (index, worker id, worker count) as ``get_worker_info()`` says in its worker."""
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        info = torch.utils.data.get_worker_info()
+        return torch.tensor([i, info.id, info.num_workers] if info else [i, -1, 0])
+
+
+@pytest.mark.parametrize("smaller", [1, 2, 3])
+def test_an_epoch_starts_its_workers_as_pools_that_any_shrink_drops_starting_nothing(smaller):
+    before = live_children()
+    with ResizableLoader(WorkerNumber(64), 1, num_workers=4, multiprocessing_context=FORK) as loader:
+        it = iter(loader)
+        assert [p.workers for p in loader._pools.live] == [2, 1, 1]
+        got = [next(it)[0].tolist() for _ in range(8)]
+        epoch_workers = live_children() - before
+        assert len(epoch_workers) == 4 and {(w, n) for _, w, n in got} == {(w, 4) for w in range(4)}
+        loader.resize(smaller)
+        for _ in range(40):
+            got.append(next(it)[0].tolist())
+            assert live_children() - before <= epoch_workers  # a drop: no process started
+        wait_until(lambda: len(live_children() - before) == smaller)  # the dropped pools' workers exited
+        got += [b[0].tolist() for b in it]
+        assert [i for i, _, _ in got] == list(range(64))
+        assert loader.serving_workers == smaller
+        assert len({w for _, w, _ in got[-8:]}) == smaller  # the kept pools' workers serve the end
+    assert live_children() <= before
+
+
+def test_woven_pools_number_their_workers_as_one_dataloader_would():
+    with ResizableLoader(
+        WorkerNumber(60), 1, num_workers=2, worker_init_fn=tag_worker, multiprocessing_context=FORK, handover=0
+    ) as loader:
+        it = iter(loader)
+        first = [next(it)[0].tolist() for _ in range(6)]
+        assert {(w, n) for _, w, n in first} == {(0, 2), (1, 2)}  # two pools of 1, numbered 0 and 1 of 2
+        loader.resize(5)  # a pool of 3 joins them: its workers are 2, 3 and 4 of 5
+        rest = [b[0].tolist() for b in it]
+        assert {(w, n) for _, w, n in rest[-10:]} == {(0, 2), (1, 2), (2, 5), (3, 5), (4, 5)}
+    with ResizableLoader(
+        WorkerView(),
+        1,
+        num_workers=4,
+        worker_init_fn=tag_worker,
+        collate_fn=lambda s: s[0],
+        multiprocessing_context=FORK,
+    ) as loader:
+        assert {v["tagged"] for v in loader} == {"w0", "w1", "w2", "w3"}  # the user's init sees the same numbers

@@ -38,7 +38,9 @@ def ticking(step_s: float = 0.01):
 
 
 def loader_of(n: int, workers: int, **kw) -> ResizableLoader:
-    kw = {"fork_server": False} | kw
+    """An epoch of ``n`` batches of one index, starting as one pool of ``workers`` (each test follows
+    one resize from it; ``split_pools``, the default, is tested on its own)."""
+    kw = {"fork_server": False, "split_pools": False} | kw
     return ResizableLoader(Indices(n), 1, num_workers=workers, multiprocessing_context=FORK, clock=ticking(), **kw)
 
 

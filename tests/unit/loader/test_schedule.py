@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adlrec.loader.resizable import MAX_POOLS, kept_pools
+from adlrec.loader.resizable import MAX_POOLS, SPLIT_POOLS, kept_pools, split_workers
 from adlrec.loader.schedule import Schedule, Stretch
 
 
@@ -62,3 +64,22 @@ def test_kept_pools_grow_beside_all_shrink_to_an_exact_subset_else_replace():
     assert kept_pools(now, 0) == ((), ()) and kept_pools(Stretch(0, (1,), (0,)), 2) == ((), ())
     full = Stretch(0, tuple(range(MAX_POOLS)), (1,) * MAX_POOLS)
     assert kept_pools(full, MAX_POOLS + 1) == ((), ())  # no more pools woven: one replaces them
+
+
+@given(st.integers(0, 40))
+def test_split_workers_lets_a_shrink_to_any_smaller_count_drop_pools(workers):
+    sizes = split_workers(workers)
+    assert sum(sizes) == workers and len(sizes) <= SPLIT_POOLS and list(sizes) == sorted(sizes, reverse=True)
+    reachable = {sum(c) for k in range(len(sizes) + 1) for c in itertools.combinations(sizes, k)}
+    if workers < 2**SPLIT_POOLS:  # 1, 2, 4, ... and the rest reach every count
+        assert set(range(workers + 1)) <= reachable
+    now = Stretch(0, tuple(range(len(sizes))), sizes)
+    for smaller in range(1, workers):
+        kept, weights = kept_pools(now, smaller)
+        assert (sum(weights) == smaller) == (smaller in reachable)  # a drop wherever the sizes allow
+
+
+def test_split_workers_examples():
+    assert [split_workers(n) for n in (0, 1, 2, 3, 4, 8)] == [(0,), (1,), (1, 1), (2, 1), (2, 1, 1), (4, 2, 1, 1)]
+    assert split_workers(16) == (9, 4, 2, 1)  # at SPLIT_POOLS: 8 is not a drop, it replaces
+    assert split_workers(4, max_pools=1) == (4,)
