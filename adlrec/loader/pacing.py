@@ -13,30 +13,51 @@ side of a start is cheap (the cost is in the child).
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from multiprocessing.context import BaseContext
 
-__all__ = ["ForkPacer", "paced"]
+__all__ = ["FORK_LOCK", "ForkPacer", "paced"]
 
 
 class ForkPacer:
-    """Permits to fork, granted by the loop's thread and taken by the thread starting a pool."""
+    """Permits to fork, granted by the loop's thread and taken by the threads starting pools.
+
+    Pools started by one resize share a pacer, so that all their forks together come one per batch:
+    :meth:`allow_at` grants one permit per loop position, however many pools ask at that position.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._allowed: float = 0
         self._started = 0
-        self.waited_s = 0.0  # time spent waiting for permits, not starting anything
+        self._position: int | None = None  # the loop position the last allow_at granted at
+        self._waited: dict[int, float] = {}  # per starting thread: time spent waiting for permits
 
     @property
     def started(self) -> int:
         """Permits taken: processes started or starting."""
         return self._started
 
+    @property
+    def waited_s(self) -> float:
+        """Time the calling thread has spent waiting for permits (not starting anything)."""
+        with self._cond:
+            return self._waited.get(threading.get_ident(), 0.0)
+
     def allow(self, n: int = 1) -> None:
         with self._cond:
             self._allowed += n
+            self._cond.notify_all()
+
+    def allow_at(self, position: int) -> None:
+        """One permit for loop position ``position``, unless one was granted there already."""
+        with self._cond:
+            if self._position is not None and position <= self._position:
+                return
+            self._position = position
+            self._allowed += 1
             self._cond.notify_all()
 
     def allow_all(self) -> None:
@@ -50,7 +71,8 @@ class ForkPacer:
         with self._cond:
             self._cond.wait_for(lambda: self._started < self._allowed)
             self._started += 1
-        self.waited_s += time.perf_counter() - t
+            me = threading.get_ident()
+            self._waited[me] = self._waited.get(me, 0.0) + time.perf_counter() - t
 
 
 try:  # POSIX only
@@ -58,6 +80,25 @@ try:  # POSIX only
 except ImportError:  # pragma: no cover - Windows has no fork
     ForkContext = ForkProcess = None  # type: ignore[assignment,misc]
 
+
+# One fork of the loader's at a time, whichever thread makes it.  A start makes the worker's pipes, forks,
+# and closes the child's ends in the parent; a fork from another thread in between would give its worker
+# a copy of those ends, and multiprocessing sees a worker exit when its sentinel pipe's write end closes:
+# that exit would go unseen until the other worker exits too (torch's shutdown then waits out its 5 s
+# join timeout).  Pools start at once in threads when a resize comes while an earlier one's pool still
+# starts, when one resize opens several pools, and beside the loop's own at an epoch's start.  The zygote
+# takes it too, for its own fork and the pipes of each request (:mod:`adlrec.loader.zygote`).
+FORK_LOCK = threading.Lock()
+
+
+def _unlock_in_child() -> None:
+    """A child starts with the lock as its parent held it, by a thread the child does not have."""
+    if FORK_LOCK.locked():
+        FORK_LOCK.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_in_child)
 
 if ForkContext is not None:
 
@@ -67,12 +108,14 @@ if ForkContext is not None:
         def start(self) -> None:
             if self.pacer is not None:
                 self.pacer.turn()
-            super().start()
+            with FORK_LOCK:
+                super().start()
 
     class PacedForkContext(ForkContext):  # type: ignore[misc,valid-type]
-        """The fork context, with every process started only on a permit from ``pacer``."""
+        """The fork context, with every process started under :data:`FORK_LOCK` and, given a ``pacer``,
+        only on a permit from it."""
 
-        def __init__(self, pacer: ForkPacer) -> None:
+        def __init__(self, pacer: ForkPacer | None) -> None:
             self.pacer = pacer
 
         def Process(self, *args: object, **kwargs: object) -> PacedForkProcess:  # noqa: N802 - the context API's name
@@ -81,8 +124,9 @@ if ForkContext is not None:
             return proc
 
 
-def paced(context: BaseContext, pacer: ForkPacer) -> BaseContext | None:
-    """``context`` with its forks paced by ``pacer``; ``None`` when it does not fork (nothing to pace)."""
+def paced(context: BaseContext, pacer: ForkPacer | None) -> BaseContext | None:
+    """``context`` with its forks one at a time (:data:`FORK_LOCK`) and, given ``pacer``, paced by it;
+    ``None`` when it does not fork (nothing to pace or guard)."""
     if ForkContext is None or context.get_start_method() != "fork":
         return None
     return PacedForkContext(pacer)

@@ -98,7 +98,7 @@ class Pool:
         has come.  The loop grants a fork as it takes a batch, so that the fork overlaps its step rather
         than its wait for the next batch."""
         if self.pacer is not None and fork:
-            self.pacer.allow()
+            self.pacer.allow_at(consumed)  # pools of one resize share the pacer: one fork per batch in all
         if self.gate is not None:
             for worker, at in enumerate(self.opens):
                 if consumed >= at:

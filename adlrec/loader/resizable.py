@@ -468,30 +468,34 @@ class ResizableLoader:
         opens: tuple[int, ...] = (),
         first_id: int = 0,
         of: int | None = None,
+        pacer: ForkPacer | None = None,
     ) -> Pool:
         """Pool ``pool_id``, serving what the schedule gives it from ``start`` on with ``workers`` workers.
 
         ``opens``: a resize's new pool, whose workers are held until the loop has had that many batches.
         ``first_id``, ``of``: its workers are numbered from ``first_id`` among ``of`` (default ``workers``),
         the workers of the stretch it opens in (:class:`~adlrec.loader.workers.WorkerSetup`).
+        ``pacer``: another pool's that the same resize opens, to share (one fork per batch for all).
         """
         assert self._batches is not None and self._pools.schedule is not None
         rng = BatchRange(pool_id)
-        gate = pacer = context = zygote = None
+        gate = context = zygote = None
         extra_forks = 0  # the zygote's own fork, when this pool's start makes it
+        shared, pacer = pacer, None
         if opens and workers > 0:
             if background:  # paced by the loop's thread, so never when starting inside it
-                pacer = ForkPacer()
+                pacer = shared or ForkPacer()
                 if self._uses_zygote():
                     zygote = self._pools.zygote_for(self._shared())
                 if zygote is not None:
                     # Paced like the training process's own forks: the zygote (if it is not running yet),
                     # then each worker, one per batch the loop takes.  A fork in the zygote costs no GIL
                     # here, but it and the worker's start-up take a core, which on saturated cores the
-                    # running pool's next batch needs.
+                    # running pool's next batch needs.  (Pools sharing a pacer: whichever starts first
+                    # forks the zygote; its start time is counted with the first pool's.)
                     before_fork = None if zygote.running else pacer.turn
                     context = ZygoteContext(zygote, before_fork, pace=pacer.turn)
-                    extra_forks = int(before_fork is not None)
+                    extra_forks = int(before_fork is not None and shared is None)
                 else:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None
@@ -548,7 +552,8 @@ class ResizableLoader:
         if workers > 0:
             kw |= dict(
                 worker_init_fn=WorkerSetup(self.cores, init_fn, gate, first_id, of),
-                multiprocessing_context=context or self.multiprocessing_context,
+                # forks one at a time with any pool starting in a thread (pacing.FORK_LOCK)
+                multiprocessing_context=context or paced(self._context(), None) or self.multiprocessing_context,
                 prefetch_factor=self.prefetch_factor,
                 # Always persistent inside: the loader, not the iterator's exhaustion, decides when a
                 # pool stops, so a drained pool can be shut down off the training loop's path.
@@ -676,26 +681,42 @@ class ResizableLoader:
                 want = self._consumed  # dropping pools, or to 0 workers: nothing to start
             # past everything handed out (a pool that handed out nothing yet holds nothing back)
             at = max([want] + [p.range.cursor + extra for p in pools.live if p.range.handed])
-            pool_id = next(pools.ids) if added > 0 or not kept else None
-            if pool_id is not None:
-                kept, weights = kept + (pool_id,), weights + (added,)
+            # the new pools: a pool of the difference beside kept ones; replacing them, a split start as an
+            # epoch's (so that a later shrink drops pools), unless some of its pools would serve nothing
+            sizes = (added,) if added > 0 or not kept else ()
+            if self.split_pools and not kept and at < schedule.length:
+                split = split_workers(added)
+                if all(c > 0 for c in Stretch(at, tuple(range(len(split))), split).counts(schedule.length)):
+                    sizes = split
+            new_ids = tuple(next(pools.ids) for _ in sizes)
+            first = sum(weights)  # the new pools' first worker number, and their first position in a period
+            kept, weights = kept + new_ids, weights + sizes
             if at >= schedule.length or (
-                pool_id is not None and Stretch(at, kept, weights).count_for(pool_id, schedule.length) == 0
+                new_ids and Stretch(at, kept, weights).count_for(new_ids[0], schedule.length) == 0
             ):
                 return  # the running pools already hold the rest of the epoch; the next one uses the new count
             for p in pools.live:
                 if not p.range.handed:  # it looks from where it opened; what it gets now may start earlier
                     p.range.cursor = min(p.range.cursor, at)
             schedule.rewrite(at, kept, weights)
-        if pool_id is not None:
+        pacer = None
+        for pool_id, size in zip(new_ids, sizes, strict=True):
             # worker i's first batch is at + offset + i; in steady state a pool of n starts each batch
             # n batches ahead, and a replaced pool's workers share the cores until the switch
-            offset = sum(weights[:-1])
-            lead = num_workers + (0 if offset else running)
-            opens = tuple(at + offset + i - lead for i in range(added))
+            lead = num_workers + (0 if first else running)
+            offset = weights[: kept.index(pool_id)]
+            opens = tuple(at + sum(offset) + i - lead for i in range(size))
             pool = self._open(
-                pool_id, at, added, background=self.background_start, opens=opens, first_id=offset, of=num_workers
+                pool_id,
+                at,
+                size,
+                background=self.background_start,
+                opens=opens,
+                first_id=sum(offset),
+                of=num_workers,
+                pacer=pacer,
             )
+            pacer = pacer or pool.pacer  # the next pools fork in the same turns
             pool.advance(self._consumed, fork=False)  # its first fork comes with the next batch
             pools.live.append(pool)
         self._retire_done()

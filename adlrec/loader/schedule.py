@@ -72,6 +72,10 @@ class Stretch:
                 position += period - offset + lo
         return position if position < end else None
 
+    def counts(self, end: int) -> tuple[int, ...]:
+        """How many positions in ``[start, end)`` each of its pools serves, in order."""
+        return tuple(self.count_for(pool, end) for pool in self.pools)
+
     def count_for(self, pool: int, end: int) -> int:
         """How many positions in ``[start, end)`` ``pool`` serves."""
         if pool not in self.pools or end <= self.start:

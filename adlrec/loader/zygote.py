@@ -45,6 +45,8 @@ from multiprocessing.context import BaseContext, set_spawning_popen
 from multiprocessing.popen_fork import Popen as ForkPopen
 from typing import Any
 
+from adlrec.loader.pacing import FORK_LOCK
+
 __all__ = ["Kept", "Zygote", "ZygoteContext", "can_use_zygote"]
 
 _SIGNED = struct.Struct("q")
@@ -168,30 +170,38 @@ class Zygote:
             sock.close()
 
     def ensure_running(self, before_fork: Callable[[], None] | None = None) -> None:
-        """Fork the zygote if it is not running; ``before_fork`` runs first (a pacer's turn)."""
+        """Fork the zygote if it is not running; ``before_fork`` runs first (a pacer's turn).
+
+        ``before_fork`` runs outside the lock: the loop's thread, which grants the turn, must be able to
+        ask :attr:`running` meanwhile (a second resize before the next batch, a second pool of the same
+        resize).  A thread that finds the zygote forked by another after its turn leaves its turn unused.
+        """
+        if self.running:
+            return
+        if before_fork is not None:
+            before_fork()
         with self._lock:
             if self._alive():
                 return
-            if before_fork is not None:
-                before_fork()
             resource_tracker.ensure_running()  # the named semaphores of the workers' queues register there
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            alive_r, alive_w = os.pipe()
-            _ALIVE_W.add(alive_w)  # at once: a fork from another thread must not keep it (nor does the zygote)
-            _OBJECTS[self.token] = self.objects
-            pid = os.fork()
-            if pid == 0:  # the zygote; the fork hook has closed alive_w here
-                code = 1
-                try:
-                    ours.close()
-                    _serve(theirs, alive_r)
-                    code = 0
-                except BaseException:
-                    traceback.print_exc()
-                finally:
-                    os._exit(code)
-            os.close(alive_r)
-            theirs.close()
+            with FORK_LOCK:  # no other thread's fork may copy these ends before they are closed here
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                alive_r, alive_w = os.pipe()
+                _ALIVE_W.add(alive_w)  # at once: a fork from another thread must not keep it (nor does the zygote)
+                _OBJECTS[self.token] = self.objects
+                pid = os.fork()
+                if pid == 0:  # the zygote; the fork hook has closed alive_w here
+                    code = 1
+                    try:
+                        ours.close()
+                        _serve(theirs, alive_r)
+                        code = 0
+                    except BaseException:
+                        traceback.print_exc()
+                    finally:
+                        os._exit(code)
+                os.close(alive_r)
+                theirs.close()
             self.pid, self._sock, self._alive_w = pid, ours, alive_w
 
     def request(self, fds: Sequence[int]) -> tuple[int, int]:
@@ -202,17 +212,18 @@ class Zygote:
         with self._lock:
             if self._sock is None:
                 raise RuntimeError("the zygote is not running")
-            parent_r, child_w = os.pipe()
-            child_r, parent_w = os.pipe()
-            try:
-                reduction.sendfds(self._sock, [child_r, child_w, *fds])
-            except BaseException:
-                os.close(parent_r)
-                os.close(parent_w)
-                raise
-            finally:
-                os.close(child_r)
-                os.close(child_w)
+            with FORK_LOCK:  # a fork from another thread meanwhile would copy the zygote's ends of the pipes
+                parent_r, child_w = os.pipe()
+                child_r, parent_w = os.pipe()
+                try:
+                    reduction.sendfds(self._sock, [child_r, child_w, *fds])
+                except BaseException:
+                    os.close(parent_r)
+                    os.close(parent_w)
+                    raise
+                finally:
+                    os.close(child_r)
+                    os.close(child_w)
         return parent_r, parent_w
 
     STOP_S = 5.0  # how long stop() waits for the zygote to exit before it kills it

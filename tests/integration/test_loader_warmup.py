@@ -13,13 +13,14 @@ import itertools
 import multiprocessing
 import os
 import threading
+import time
 import warnings
 
 import psutil
 import pytest
 
 from adlrec.loader import ResizableLoader, handover_batches, warmup_leads
-from adlrec.loader.pacing import ForkPacer, paced
+from adlrec.loader.pacing import FORK_LOCK, ForkPacer, paced
 from adlrec.loader.zygote import can_use_zygote
 from tests.factories import Indices
 from tests.integration.test_loader_resize import live_children, plain_pass, wait_until
@@ -334,3 +335,111 @@ def test_a_pool_that_has_handed_out_nothing_serves_from_an_earlier_cut():
         assert loader._pools.schedule.last.pools[0] == pending.id
         got += [b.tolist() for b in it]
     assert got == [[i] for i in range(80)]
+
+
+def test_pools_of_one_resize_share_a_pacer_that_grants_one_fork_per_batch():
+    pacer = ForkPacer()
+    for position in (5, 5, 5, 6, 6, 4, 7):  # three pools advancing at each batch, and a stale position
+        pacer.allow_at(position)
+    assert pacer._allowed == 3  # positions 5, 6 and 7
+
+
+@pytest.mark.parametrize("fork_server", [False, True])
+def test_a_replacing_resize_starts_split_pools_forked_one_per_batch_in_all_and_numbered_as_one(fork_server):
+    if fork_server and not can_use_zygote():
+        pytest.skip("the zygote needs fork and fd passing")
+    before = live_children()
+    from tests.integration.test_loader_resize import WorkerNumber
+
+    loader = ResizableLoader(
+        WorkerNumber(120), 1, num_workers=0, multiprocessing_context=FORK, clock=ticking(), fork_server=fork_server
+    )
+    with loader:
+        it = iter(loader)
+        got = [next(it)[0].tolist() for _ in range(5)]
+        loader.resize(4)  # from 0 workers: a replace, started as an epoch's would be
+        new = loader._pools.live[1:]
+        assert [p.workers for p in new] == [2, 1, 1]
+        assert len({id(p.pacer) for p in new}) == 1 and new[0].pacer is not None
+        at = loader._pools.schedule.last.start
+        assert [p.opens for p in new] == [
+            (at - 4, at - 3),
+            (at + 2 - 4,),
+            (at + 3 - 4,),
+        ]  # worker i of the weave opens 4 batches (its lead) before its first batch at + i
+        pacer = new[0].pacer
+        assert pacer.started == 0  # nothing forked inside resize
+        for k in range(1, 5):  # the k-th fork, of whichever pool, granted with the k-th batch
+            got.append(next(it)[0].tolist())
+            wait_until(lambda k=k: pacer.started == k)
+            time.sleep(0.02)
+            assert pacer.started == k  # and no more until the next batch
+        while loader.serving_workers != 4:
+            got.append(next(it)[0].tolist())
+        got += [b[0].tolist() for b in it]
+        assert {(w, n) for _, w, n in got[-12:]} == {(w, 4) for w in range(4)}
+        assert [i for i, _, _ in got] == list(range(120))
+    assert live_children() <= before
+
+
+def test_a_replace_whose_split_pools_would_not_all_serve_starts_one_pool():
+    loader = loader_of(10, 0, split_pools=True, handover=0)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(8)]
+        loader.resize(4)  # 2 batches left: pools of 2, 1 and 1 would leave the last two nothing
+        assert [p.workers for p in loader._pools.live if p.workers] == [4]
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(10)]
+
+
+def sentinel_holders(workers) -> dict[int, set[int]]:
+    """Per worker: the other workers that hold the write end of its sentinel pipe (multiprocessing sees a
+    worker exit when every write end of that pipe has closed; the read ends every later fork inherits from
+    the training process do not matter)."""
+    pipes = {os.fstat(w.sentinel).st_ino: w.pid for w in workers}
+    held: dict[int, set[int]] = {w.pid: set() for w in workers}
+    for w in workers:
+        for fd in os.listdir(f"/proc/{w.pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{w.pid}/fd/{fd}")
+                with open(f"/proc/{w.pid}/fdinfo/{fd}") as info:
+                    flags = next(int(line.split()[1], 8) for line in info if line.startswith("flags:"))
+            except FileNotFoundError:
+                continue
+            owner = pipes.get(int(target[6:-1])) if target.startswith("pipe:[") else None
+            if owner is not None and owner != w.pid and flags & os.O_ACCMODE == os.O_WRONLY:
+                held[owner].add(w.pid)
+    return held
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc")
+def test_pools_starting_at_once_fork_one_at_a_time_so_no_worker_holds_anothers_sentinel():
+    """Two pools start at once when a resize comes while an earlier one's pool still starts (and the
+    pools of a split replace start together).  A worker forked while another thread's new worker still
+    had its pipe open in the parent kept a copy: that worker's exit then went unseen until the other
+    exited, and stopping the pool waited out torch's 5 s join timeout."""
+    for _ in range(4):
+        loader = loader_of(200, 1)
+        with loader:
+            it = iter(loader)
+            for _ in range(5):
+                next(it)
+            loader.resize(3)
+            next(it)
+            loader.resize(6)  # the pool of 2 still starts: a second pool of 3 starts beside it
+            while loader.serving_workers != 6:
+                next(it)
+            workers = [w for p in loader._pools.live if p.it is not None and p.workers for w in p.it._workers]
+            assert len(workers) == 6
+            assert sentinel_holders(workers) == {w.pid: set() for w in workers}
+
+
+@pytest.mark.skipif(not hasattr(os, "register_at_fork"), reason="needs fork hooks")
+def test_a_process_forked_while_the_fork_lock_is_held_starts_with_it_free():
+    # every worker and zygote is forked under the lock: one that builds a loader of its own must not hang
+    with FORK_LOCK:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0 if FORK_LOCK.acquire(timeout=2) else 3)
+    assert os.waitpid(pid, 0)[1] == 0

@@ -260,6 +260,35 @@ def test_a_new_count_for_persistent_pools_retires_their_zygote_so_the_next_sees_
     assert second == [i + 1000 for i in range(40)]
 
 
+@pytest.mark.parametrize("split_pools", [False, True])
+def test_resizes_before_the_next_batch_while_the_zygote_waits_for_its_turn_do_not_hang(monkeypatch, split_pools):
+    # The epoch starts with no workers, so the first resize's pool forks the zygote, on the turn the next
+    # batch grants.  Meanwhile the loop's thread opens more pools (a second resize; with split_pools the
+    # same resize's second pool), each asking whether the zygote runs: that must not wait for the turn.
+    monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", 0.0)
+    loader = ResizableLoader(
+        Indices(60), 1, num_workers=0, multiprocessing_context="fork", handover=2, split_pools=split_pools
+    )
+    got: list[int] = []
+
+    def train() -> None:
+        it = iter(loader)
+        got.extend(next(it).item() for _ in range(3))
+        loader.resize(2)  # split: pools of 1 and 1, both forked by the zygote
+        time.sleep(0.2)  # the first pool's thread is now waiting for its turn to fork the zygote
+        loader.resize(3)  # before the next batch, which grants that turn
+        got.extend(b.item() for b in it)
+
+    with loader:
+        t = threading.Thread(target=train, daemon=True)
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), "the loop's thread hangs at a resize while a pool waits to fork the zygote"
+        zygote = loader._pools.zygote
+    assert got == list(range(60))
+    assert zygote is None or zygote.pid is None  # retired with the epoch
+
+
 def test_a_zygote_that_died_is_forked_again_at_the_next_resize():
     loader = zygote_loader(Indices(60), 1, num_workers=1, handover=1)
     with loader:
