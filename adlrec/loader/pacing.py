@@ -25,7 +25,9 @@ class ForkPacer:
     """Permits to fork, granted by the loop's thread and taken by the threads starting pools.
 
     Pools started by one resize share a pacer, so that all their forks together come one per batch:
-    :meth:`allow_at` grants one permit per loop position, however many pools ask at that position.
+    :meth:`allow_at` grants one permit per loop position, however many pools ask at that position, and
+    :meth:`release` lets one pool's starting thread go on without permits (its pool switches or stops)
+    while the others stay paced.
     """
 
     def __init__(self) -> None:
@@ -34,6 +36,7 @@ class ForkPacer:
         self._started = 0
         self._position: int | None = None  # the loop position the last allow_at granted at
         self._waited: dict[int, float] = {}  # per starting thread: time spent waiting for permits
+        self._released: set[int | None] = set()  # starting threads whose starts need no permit
 
     @property
     def started(self) -> int:
@@ -60,6 +63,12 @@ class ForkPacer:
             self._allowed += 1
             self._cond.notify_all()
 
+    def release(self, thread: threading.Thread) -> None:
+        """From now on ``thread`` starts its processes without permits (they count in no one's turns)."""
+        with self._cond:
+            self._released.add(thread.ident)
+            self._cond.notify_all()
+
     def allow_all(self) -> None:
         with self._cond:
             self._allowed = math.inf
@@ -68,10 +77,11 @@ class ForkPacer:
     def turn(self) -> None:
         """Block until a permit is free, then take it."""
         t = time.perf_counter()
+        me = threading.get_ident()
         with self._cond:
-            self._cond.wait_for(lambda: self._started < self._allowed)
-            self._started += 1
-            me = threading.get_ident()
+            self._cond.wait_for(lambda: me in self._released or self._started < self._allowed)
+            if me not in self._released:
+                self._started += 1
             self._waited[me] = self._waited.get(me, 0.0) + time.perf_counter() - t
 
 

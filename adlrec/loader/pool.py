@@ -92,6 +92,7 @@ class Pool:
     opens: tuple[int, ...] = ()  # batches the loop has had when each worker's gate opens (absolute)
     zygote: Zygote | None = None  # the zygote that forked its workers, if one did
     extra_forks: int = 0  # forks its start made besides its workers' (the zygote's own, once): in start_s
+    numbers: tuple[int, ...] = ()  # its workers' numbers among the loader's (WorkerSetup)
 
     def advance(self, consumed: int, fork: bool = True) -> None:
         """The loop has had ``consumed`` batches: one more fork (if ``fork``), and open the gates whose turn
@@ -105,9 +106,10 @@ class Pool:
                     self.gate.open(worker)
 
     def open_all(self) -> None:
-        """Let every worker start and work (the switch is here, or the pool is being stopped)."""
-        if self.pacer is not None:
-            self.pacer.allow_all()
+        """Let every worker start and work (the switch is here, or the pool is being stopped).  Only this
+        pool's starts: other pools of the same resize share its pacer and stay paced."""
+        if self.pacer is not None and self.starter is not None:
+            self.pacer.release(self.starter)
         if self.gate is not None:
             self.gate.open_all()
 

@@ -457,7 +457,8 @@ class ResizableLoader:
         ids = tuple(next(pools.ids) for _ in sizes)
         pools.schedule = Schedule(len(batches), Stretch(start, ids, sizes))
         for k, (pool_id, size) in enumerate(zip(ids, sizes, strict=True)):
-            pools.live.append(self._open(pool_id, start, size, background=False, first_id=sum(sizes[:k]), of=workers))
+            numbers = tuple(range(sum(sizes[:k]), sum(sizes[: k + 1])))
+            pools.live.append(self._open(pool_id, start, size, background=False, numbers=numbers, of=workers))
 
     def _open(
         self,
@@ -466,14 +467,14 @@ class ResizableLoader:
         workers: int,
         background: bool,
         opens: tuple[int, ...] = (),
-        first_id: int = 0,
+        numbers: tuple[int, ...] | None = None,
         of: int | None = None,
         pacer: ForkPacer | None = None,
     ) -> Pool:
         """Pool ``pool_id``, serving what the schedule gives it from ``start`` on with ``workers`` workers.
 
         ``opens``: a resize's new pool, whose workers are held until the loop has had that many batches.
-        ``first_id``, ``of``: its workers are numbered from ``first_id`` among ``of`` (default ``workers``),
+        ``numbers``, ``of``: its workers' numbers (default ``0, 1, ...``) among ``of`` (default ``workers``),
         the workers of the stretch it opens in (:class:`~adlrec.loader.workers.WorkerSetup`).
         ``pacer``: another pool's that the same resize opens, to share (one fork per batch for all).
         """
@@ -500,7 +501,8 @@ class ResizableLoader:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None
             gate = WorkerGate(workers, context or self._context())
-        inner = self._inner(rng, start, workers, gate, context, zygote, first_id, workers if of is None else of)
+        numbers = tuple(range(workers)) if numbers is None else numbers
+        inner = self._inner(rng, start, workers, gate, context, zygote, numbers, workers if of is None else of)
         pool = Pool(
             pool_id,
             start,
@@ -512,6 +514,7 @@ class ResizableLoader:
             opens=opens,
             zygote=zygote,
             extra_forks=extra_forks,
+            numbers=numbers,
         )
         rng.configure(self._batches, self._pools.schedule, start)
         pool.launch(background and workers > 0)
@@ -536,7 +539,7 @@ class ResizableLoader:
         gate: WorkerGate | None = None,
         context: BaseContext | None = None,
         zygote: Zygote | None = None,
-        first_id: int = 0,
+        numbers: tuple[int, ...] | None = None,
         of: int | None = None,
     ) -> DataLoader[Any]:
         seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
@@ -551,7 +554,7 @@ class ResizableLoader:
             kw["collate_fn"] = collate_fn
         if workers > 0:
             kw |= dict(
-                worker_init_fn=WorkerSetup(self.cores, init_fn, gate, first_id, of),
+                worker_init_fn=WorkerSetup(self.cores, init_fn, gate, numbers, of),
                 # forks one at a time with any pool starting in a thread (pacing.FORK_LOCK)
                 multiprocessing_context=context or paced(self._context(), None) or self.multiprocessing_context,
                 prefetch_factor=self.prefetch_factor,
@@ -689,7 +692,12 @@ class ResizableLoader:
                 if all(c > 0 for c in Stretch(at, tuple(range(len(split))), split).counts(schedule.length)):
                     sizes = split
             new_ids = tuple(next(pools.ids) for _ in sizes)
-            first = sum(weights)  # the new pools' first worker number, and their first position in a period
+            # the new workers' numbers: the lowest that no kept worker has (after a drop the kept ones may
+            # be, say, 2 of 4: a grow to 3 numbers the new pool's 0 and 1)
+            taken = {n for p in pools.live if p.id in kept for n in p.numbers}
+            free = (n for n in itertools.count() if n not in taken)
+            numbers = [tuple(next(free) for _ in range(size)) for size in sizes]
+            replacing = not kept  # the pools running now serve only up to the cut
             kept, weights = kept + new_ids, weights + sizes
             if at >= schedule.length or (
                 new_ids and Stretch(at, kept, weights).count_for(new_ids[0], schedule.length) == 0
@@ -700,10 +708,10 @@ class ResizableLoader:
                     p.range.cursor = min(p.range.cursor, at)
             schedule.rewrite(at, kept, weights)
         pacer = None
-        for pool_id, size in zip(new_ids, sizes, strict=True):
+        for pool_id, size, pool_numbers in zip(new_ids, sizes, numbers, strict=True):
             # worker i's first batch is at + offset + i; in steady state a pool of n starts each batch
             # n batches ahead, and a replaced pool's workers share the cores until the switch
-            lead = num_workers + (0 if first else running)
+            lead = num_workers + (running if replacing else 0)
             offset = weights[: kept.index(pool_id)]
             opens = tuple(at + sum(offset) + i - lead for i in range(size))
             pool = self._open(
@@ -712,7 +720,7 @@ class ResizableLoader:
                 size,
                 background=self.background_start,
                 opens=opens,
-                first_id=sum(offset),
+                numbers=pool_numbers,
                 of=num_workers,
                 pacer=pacer,
             )

@@ -144,8 +144,8 @@ class WorkerSetup:
     ``gate`` (so all of a worker's own start-up is done before the loop lets it work).
 
     A loader's workers may be several woven pools, each an inner ``DataLoader`` numbering its own
-    workers from 0.  Worker ``i`` of a pool whose workers come ``first_id``-th among ``num_workers``
-    is numbered ``first_id + i`` of ``num_workers``: in ``user``'s argument and in
+    workers from 0.  Worker ``i`` of a pool is numbered ``numbers[i]`` of ``num_workers`` (the loader
+    gives each pool numbers no other serving worker has): in ``user``'s argument and in
     ``torch.utils.data.get_worker_info()``, as one ``DataLoader`` of ``num_workers`` would number it.
     """
 
@@ -154,13 +154,13 @@ class WorkerSetup:
         cores: Sequence[int] | None = None,
         user: Callable[[int], None] | None = None,
         gate: WorkerGate | None = None,
-        first_id: int = 0,
+        numbers: Sequence[int] | None = None,
         num_workers: int | None = None,
     ) -> None:
         self.cores = tuple(cores) if cores is not None else None
         self.user = user
         self.gate = gate
-        self.first_id = first_id
+        self.numbers = tuple(numbers) if numbers is not None else None
         self.num_workers = num_workers
         self.owner = os.getpid()  # the training process
 
@@ -172,8 +172,8 @@ class WorkerSetup:
         if self.cores and can_pin():
             os.sched_setaffinity(0, self.cores)
         numbered = worker_id  # the pool's own number, which its gate knows the worker by
-        if self.first_id or self.num_workers is not None:
-            numbered = renumber(self.first_id + worker_id, self.num_workers)
+        if self.numbers is not None or self.num_workers is not None:
+            numbered = renumber(worker_id if self.numbers is None else self.numbers[worker_id], self.num_workers)
         if self.user is not None:
             self.user(numbered)
         if self.gate is not None:

@@ -133,6 +133,8 @@ class Zygote:
         self._sock: socket.socket | None = None  # requests: one message of file descriptors per worker
         self._alive_w: int | None = None
         self._lock = threading.Lock()
+        self._turns = threading.Condition()  # held briefly, never while waiting for a turn
+        self._in_turn = False  # a thread has taken (or waits for) a turn to fork it
 
     def kept(self, index: int) -> Kept | None:
         """A reference to ``objects[index]`` for a worker, or ``None`` when that object is ``None``."""
@@ -174,12 +176,28 @@ class Zygote:
 
         ``before_fork`` runs outside the lock: the loop's thread, which grants the turn, must be able to
         ask :attr:`running` meanwhile (a second resize before the next batch, a second pool of the same
-        resize).  A thread that finds the zygote forked by another after its turn leaves its turn unused.
+        resize).  Another thread pacing its fork meanwhile waits for that fork rather than taking a turn
+        of its own, which it would then leave unused.  Without ``before_fork`` (the loop's thread, at an
+        epoch's start) it forks at once.
         """
-        if self.running:
+        if before_fork is None:
+            self._fork()
             return
-        if before_fork is not None:
+        with self._turns:
+            self._turns.wait_for(lambda: not self._in_turn)
+            if self.running:
+                return
+            self._in_turn = True
+        try:
             before_fork()
+            self._fork()
+        finally:
+            with self._turns:
+                self._in_turn = False
+                self._turns.notify_all()
+
+    def _fork(self) -> None:
+        """Fork the zygote unless it runs."""
         with self._lock:
             if self._alive():
                 return

@@ -447,3 +447,24 @@ def test_woven_pools_number_their_workers_as_one_dataloader_would():
         multiprocessing_context=FORK,
     ) as loader:
         assert {v["tagged"] for v in loader} == {"w0", "w1", "w2", "w3"}  # the user's init sees the same numbers
+
+
+@pytest.mark.parametrize(
+    ("shrink", "grow", "kept", "new"), [(1, 3, {2}, {0, 1}), (1, 2, {2}, {0}), (3, 4, {0, 1, 2}, {3})]
+)
+def test_after_a_drop_a_grow_numbers_its_workers_apart_from_the_kept_ones(shrink, grow, kept, new):
+    # 4 workers as 2+1+1 numbered (0, 1), 2 and 3; a shrink to 1 keeps the oldest pool of 1 (worker 2 of 4)
+    with ResizableLoader(WorkerNumber(120), 1, num_workers=4, multiprocessing_context=FORK, handover=0) as loader:
+        it = iter(loader)
+        got = [next(it)[0].tolist() for _ in range(8)]
+        loader.resize(shrink)
+        while loader.serving_workers != shrink:
+            got.append(next(it)[0].tolist())
+        got += [next(it)[0].tolist() for _ in range(8)]
+        assert {w for _, w, _ in got[-shrink:]} == kept
+        loader.resize(grow)
+        rest = [b[0].tolist() for b in it]
+        serving = {(w, n) for _, w, n in rest[-2 * grow :]}
+        assert len(serving) == grow  # every serving worker has a number of its own
+        assert {w for w, _ in serving} == kept | new  # the new pool's: the lowest the kept workers leave free
+    assert [i for i, _, _ in got + rest] == list(range(120))

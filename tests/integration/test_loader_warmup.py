@@ -360,6 +360,7 @@ def test_a_replacing_resize_starts_split_pools_forked_one_per_batch_in_all_and_n
         loader.resize(4)  # from 0 workers: a replace, started as an epoch's would be
         new = loader._pools.live[1:]
         assert [p.workers for p in new] == [2, 1, 1]
+        assert all((p.zygote is not None) == fork_server for p in new)  # whose workers the zygote forks
         assert len({id(p.pacer) for p in new}) == 1 and new[0].pacer is not None
         at = loader._pools.schedule.last.start
         assert [p.opens for p in new] == [
@@ -380,6 +381,51 @@ def test_a_replacing_resize_starts_split_pools_forked_one_per_batch_in_all_and_n
         assert {(w, n) for _, w, n in got[-12:]} == {(w, 4) for w in range(4)}
         assert [i for i, _, _ in got] == list(range(120))
     assert live_children() <= before
+
+
+@pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing")
+def test_split_pools_that_fork_the_zygote_take_one_turn_for_it_and_one_per_worker(monkeypatch):
+    # the epoch has no workers, so the resize's first pool forks the zygote on a turn; the other pools
+    # wait for that fork instead of each taking a turn only to find the zygote running (turns lost)
+    monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", 0.0)
+    loader = loader_of(200, 0, split_pools=True, fork_server=None)  # the default: the zygote from 0 GB
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        loader.resize(4)
+        new = loader._pools.live[1:]
+        assert [p.workers for p in new] == [2, 1, 1] and all(p.zygote is not None for p in new)
+        pacer = new[0].pacer
+        time.sleep(0.3)  # every pool's thread is waiting now, for a turn or for the zygote
+        for k in range(1, 6):  # 5 batches grant 5 turns: the zygote's fork, then the 4 workers'
+            got.append(next(it).tolist())
+            wait_until(lambda k=k: pacer.started == k)
+            time.sleep(0.05)
+        # every turn forked something, so every pool has started all its workers (none waits for a 6th)
+        wait_until(lambda: all(p.it is not None for p in new), timeout_s=5)
+        assert pacer.started == 5
+        zygote = loader._pools.zygote
+        for p in new:
+            assert {psutil.Process(w.pid).ppid() for w in p.it._workers} == {zygote.pid}  # the zygote's
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(200)]
+
+
+def test_dropping_a_pool_that_has_not_started_lets_only_its_own_thread_go():
+    loader = loader_of(200, 0, split_pools=True)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        loader.resize(4)  # pools of 2, 1 and 1, sharing a pacer, none forked yet
+        a, b, c = loader._pools.live[1:]
+        time.sleep(0.2)  # their threads wait for turns
+        loader.resize(3)  # before the next batch: the pools of 2 and 1 go on, the last one is dropped
+        assert [p.id for p in loader._pools.live if p.workers] == [a.id, b.id]
+        wait_until(lambda: c.it is None and c.starter is None)  # stopped: its thread was let go
+        time.sleep(0.2)
+        assert a.pacer.started == 0  # the kept pools' forks still wait for the loop (the next batch)
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(200)]
 
 
 def test_a_replace_whose_split_pools_would_not_all_serve_starts_one_pool():
