@@ -69,6 +69,11 @@ class ForkPacer:
             self._released.add(thread.ident)
             self._cond.notify_all()
 
+    def released(self) -> bool:
+        """Whether the calling thread starts its processes without permits (:meth:`release`)."""
+        with self._cond:
+            return threading.get_ident() in self._released
+
     def allow_all(self) -> None:
         with self._cond:
             self._allowed = math.inf

@@ -110,6 +110,8 @@ class Pool:
         pool's starts: other pools of the same resize share its pacer and stay paced."""
         if self.pacer is not None and self.starter is not None:
             self.pacer.release(self.starter)
+            if self.zygote is not None:
+                self.zygote.wake()  # its thread may wait for another pool's turn to fork the zygote
         if self.gate is not None:
             self.gate.open_all()
 

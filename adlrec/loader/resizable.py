@@ -495,7 +495,7 @@ class ResizableLoader:
                     # running pool's next batch needs.  (Pools sharing a pacer: whichever starts first
                     # forks the zygote; its start time is counted with the first pool's.)
                     before_fork = None if zygote.running else pacer.turn
-                    context = ZygoteContext(zygote, before_fork, pace=pacer.turn)
+                    context = ZygoteContext(zygote, before_fork, pace=pacer.turn, released=pacer.released)
                     extra_forks = int(before_fork is not None and shared is None)
                 else:
                     context = paced(self._context(), pacer)

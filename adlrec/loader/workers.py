@@ -146,7 +146,8 @@ class WorkerSetup:
     A loader's workers may be several woven pools, each an inner ``DataLoader`` numbering its own
     workers from 0.  Worker ``i`` of a pool is numbered ``numbers[i]`` of ``num_workers`` (the loader
     gives each pool numbers no other serving worker has): in ``user``'s argument and in
-    ``torch.utils.data.get_worker_info()``, as one ``DataLoader`` of ``num_workers`` would number it.
+    ``torch.utils.data.get_worker_info()``, as one ``DataLoader`` of ``num_workers`` would number it
+    (after a drop, kept workers keep the numbers they started with; docs/loader.md, Not supported).
     """
 
     def __init__(

@@ -171,23 +171,32 @@ class Zygote:
         if sock is not None:
             sock.close()
 
-    def ensure_running(self, before_fork: Callable[[], None] | None = None) -> None:
+    def ensure_running(
+        self, before_fork: Callable[[], None] | None = None, released: Callable[[], bool] | None = None
+    ) -> None:
         """Fork the zygote if it is not running; ``before_fork`` runs first (a pacer's turn).
 
         ``before_fork`` runs outside the lock: the loop's thread, which grants the turn, must be able to
         ask :attr:`running` meanwhile (a second resize before the next batch, a second pool of the same
         resize).  Another thread pacing its fork meanwhile waits for that fork rather than taking a turn
-        of its own, which it would then leave unused.  Without ``before_fork`` (the loop's thread, at an
-        epoch's start) it forks at once.
+        of its own, which it would then leave unused, unless ``released()`` says its pool no longer waits
+        for turns (it is stopping or switching; :meth:`wake` tells the waiters to ask): then it forks the
+        zygote at once, since the thread in turn may wait for a batch that never comes.  Without
+        ``before_fork`` (the loop's thread, at an epoch's start) it forks at once.
         """
         if before_fork is None:
             self._fork()
             return
+        free = released if released is not None else lambda: False
         with self._turns:
-            self._turns.wait_for(lambda: not self._in_turn)
+            self._turns.wait_for(lambda: not self._in_turn or free())
             if self.running:
                 return
+            in_turn = self._in_turn
             self._in_turn = True
+        if in_turn:  # released while another thread waits for its turn
+            self._fork()
+            return
         try:
             before_fork()
             self._fork()
@@ -195,6 +204,11 @@ class Zygote:
             with self._turns:
                 self._in_turn = False
                 self._turns.notify_all()
+
+    def wake(self) -> None:
+        """Threads waiting for another's turn to fork the zygote: ask ``released()`` again."""
+        with self._turns:
+            self._turns.notify_all()
 
     def _fork(self) -> None:
         """Fork the zygote unless it runs."""
@@ -448,23 +462,29 @@ class ZygoteContext(BaseContext):
     ``before_fork`` runs before the zygote itself is forked (the first start only), in the thread
     that starts the first process, and ``pace`` before each process is started: a
     :class:`~adlrec.loader.pacing.ForkPacer`'s turn, so the zygote's forks and its workers' start-up
-    are spread one per batch, as the training process's own forks are.
+    are spread one per batch, as the training process's own forks are.  ``released``: whether the
+    starting thread may go on without turns (:meth:`Zygote.ensure_running`).
     """
 
     _name = "forkserver"  # named semaphores: queues and locks made here can be passed to a worker
 
     def __init__(
-        self, zygote: Zygote, before_fork: Callable[[], None] | None = None, pace: Callable[[], None] | None = None
+        self,
+        zygote: Zygote,
+        before_fork: Callable[[], None] | None = None,
+        pace: Callable[[], None] | None = None,
+        released: Callable[[], bool] | None = None,
     ) -> None:
         self.zygote = zygote
         self.before_fork = before_fork
         self.pace = pace
+        self.released = released
 
     def get_start_method(self, allow_none: bool = False) -> str:
         return self._name
 
     def Process(self, *args: Any, **kwargs: Any) -> _ZygoteProcess:  # noqa: N802 - the context API's name
-        self.zygote.ensure_running(self.before_fork)
+        self.zygote.ensure_running(self.before_fork, self.released)
         proc = _ZygoteProcess(*args, **kwargs)
         proc._zygote = self.zygote
         proc._pace = self.pace

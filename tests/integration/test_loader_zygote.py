@@ -289,6 +289,46 @@ def test_resizes_before_the_next_batch_while_the_zygote_waits_for_its_turn_do_no
     assert zygote is None or zygote.pid is None  # retired with the epoch
 
 
+@pytest.mark.parametrize("then", ["close", "switch"])
+def test_split_pools_waiting_for_another_pools_turn_to_fork_the_zygote_are_let_go_when_stopped_or_due(
+    monkeypatch, then
+):
+    # 0 -> 4 as 2+1+1 with the zygote still to fork: one pool's thread waits for the turn, the others
+    # for its fork.  Stopping them all (close) or switching at once (handover=0) releases each pool in
+    # turn, before any batch grants that turn: a pool released while waiting must go on by itself.
+    from adlrec.loader import pool as pool_module
+
+    start = pool_module.Pool._start
+
+    def first_pool_late(self):  # so that the switch's pool is not the one whose thread holds the turn
+        if self.id == 1:
+            time.sleep(0.3)
+        start(self)
+
+    monkeypatch.setattr(pool_module.Pool, "_start", first_pool_late)
+    loader = zygote_loader(Indices(100), 1, num_workers=0, handover=0)
+    got: list[int] = []
+
+    def train() -> None:
+        it = iter(loader)
+        got.extend(next(it).item() for _ in range(5))
+        loader._pools.join_reapers()  # the zygote is retired: no worker runs
+        assert loader._pools.zygote is None or not loader._pools.zygote.running
+        loader.resize(4)
+        time.sleep(0.6)  # each pool's thread waits: for the turn, or for the zygote's fork
+        if then == "close":
+            loader.close()
+        else:
+            got.extend(b.item() for b in it)
+
+    t = threading.Thread(target=train, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), f"the loop's thread hangs ({then}) while a pool waits for another's turn"
+    loader.close()
+    assert got == list(range(5 if then == "close" else 100))
+
+
 def test_a_zygote_that_died_is_forked_again_at_the_next_resize():
     loader = zygote_loader(Indices(60), 1, num_workers=1, handover=1)
     with loader:
