@@ -106,24 +106,32 @@ def plain_pass(n: int, bs: int, shuffle: bool, drop_last: bool, seed: int, epoch
     return [[b.tolist() for b in plain] for _ in range(epochs)]
 
 
-def run_epoch(loader: ResizableLoader, schedule: dict[int, int]) -> list[list[int]]:
-    """One epoch, calling ``resize`` after the batches the schedule names; ``len`` must hold still."""
+def run_epoch(loader: ResizableLoader, schedule: dict[int, int | list[int]]) -> list[list[int]]:
+    """One epoch, calling ``resize`` after the batches the schedule names (a list: one resize after
+    another, before the next batch); ``len`` must hold still."""
     length = len(loader)
     out = []
-    if 0 in schedule:
-        loader.resize(schedule[0])
+
+    def resize_at(i: int) -> None:
+        counts = schedule.get(i, [])
+        for count in [counts] if isinstance(counts, int) else counts:
+            loader.resize(count)
+
+    resize_at(0)
     for i, batch in enumerate(loader, start=1):
         out.append(batch.tolist())
-        if i in schedule:
-            loader.resize(schedule[i])
+        resize_at(i)
         assert len(loader) == length
     return out
 
 
-# Up to 5 resizes anywhere in the first 30 batches of an epoch (its last ones included, for short
-# epochs), to 0-5 workers: grows weave pools (2 -> 3 -> 4 runs three), shrinks drop some of them or
-# replace them all, and a resize may come while an earlier pool still starts or warms up.
-schedules = st.dictionaries(st.integers(0, 30), st.integers(0, 5), min_size=1, max_size=5)
+# Up to 5 points in the first 30 batches of an epoch (its last ones included, for short epochs), each
+# with one or two resizes to 0-5 workers: grows weave pools (2 -> 3 -> 4 runs three), shrinks drop some
+# of them or replace them all, and a resize may come while an earlier pool still starts or warms up, or
+# before the batch that would let the previous one's first fork go.
+schedules = st.dictionaries(
+    st.integers(0, 30), st.lists(st.integers(0, 5), min_size=1, max_size=2), min_size=1, max_size=5
+)
 # 0: cut right at the batches in flight; None: the estimate, which on these instant samples keeps the
 # old pool to the epoch's end (a resize then applies to the next epoch).
 handovers = st.sampled_from([0, 0, 0, 1, 2, None])
