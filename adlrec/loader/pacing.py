@@ -69,6 +69,13 @@ class ForkPacer:
             self._released.add(thread.ident)
             self._cond.notify_all()
 
+    def add_waited(self, seconds: float) -> None:
+        """Count ``seconds`` the calling thread spent waiting elsewhere for its start (another pool's
+        fork of the zygote) as waiting, not starting."""
+        with self._cond:
+            me = threading.get_ident()
+            self._waited[me] = self._waited.get(me, 0.0) + seconds
+
     def released(self) -> bool:
         """Whether the calling thread starts its processes without permits (:meth:`release`)."""
         with self._cond:

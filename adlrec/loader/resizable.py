@@ -199,7 +199,10 @@ class _Pools:
         return self.zygote
 
     def _zygote_busy(self) -> bool:
-        return any(p.zygote is not None for p in [*self.live, *self.kept])
+        """Whether a pool may still use the zygote: one running or kept that it forked, or any pool still
+        shutting down (a stopped pool's start thread may still be asking it for workers)."""
+        self.reapers = [t for t in self.reapers if t.is_alive()]
+        return bool(self.reapers) or any(p.zygote is not None for p in [*self.live, *self.kept])
 
     def retire_zygote(self) -> None:
         """Stop the zygote if none of its workers run (the next epoch's resizes fork a fresh one, which
@@ -212,10 +215,7 @@ class _Pools:
         """Stop the zygote, off the loop's thread, once none of its pools is left, nor any still shutting
         down.  Mid-epoch, for an epoch resized to 0 workers: with no worker sharing its copy of the
         training process's pages, it alone would hold every page training writes until the epoch ends."""
-        if self.zygote is None or self._zygote_busy():
-            return
-        self.reapers = [t for t in self.reapers if t.is_alive()]
-        if self.reapers:  # a drained pool may still be shutting down the zygote's workers
+        if self.zygote is None or self._zygote_busy():  # a drained pool may still be shutting down its workers
             return
         zygote, self.zygote = self.zygote, None  # a later resize forks a fresh one
         t = threading.Thread(target=zygote.stop, name="adlrec-loader-zygote-stop", daemon=True)
@@ -495,7 +495,9 @@ class ResizableLoader:
                     # running pool's next batch needs.  (Pools sharing a pacer: whichever starts first
                     # forks the zygote; its start time is counted with the first pool's.)
                     before_fork = None if zygote.running else pacer.turn
-                    context = ZygoteContext(zygote, before_fork, pace=pacer.turn, released=pacer.released)
+                    context = ZygoteContext(
+                        zygote, before_fork, pace=pacer.turn, released=pacer.released, waited=pacer.add_waited
+                    )
                     extra_forks = int(before_fork is not None and shared is None)
                 else:
                     context = paced(self._context(), pacer)

@@ -135,6 +135,7 @@ class Zygote:
         self._lock = threading.Lock()
         self._turns = threading.Condition()  # held briefly, never while waiting for a turn
         self._in_turn = False  # a thread has taken (or waits for) a turn to fork it
+        self._stopped = False  # stop() is final: a stopped zygote is never forked again
 
     def kept(self, index: int) -> Kept | None:
         """A reference to ``objects[index]`` for a worker, or ``None`` when that object is ``None``."""
@@ -173,7 +174,7 @@ class Zygote:
 
     def ensure_running(
         self, before_fork: Callable[[], None] | None = None, released: Callable[[], bool] | None = None
-    ) -> None:
+    ) -> float:
         """Fork the zygote if it is not running; ``before_fork`` runs first (a pacer's turn).
 
         ``before_fork`` runs outside the lock: the loop's thread, which grants the turn, must be able to
@@ -182,21 +183,24 @@ class Zygote:
         of its own, which it would then leave unused, unless ``released()`` says its pool no longer waits
         for turns (it is stopping or switching; :meth:`wake` tells the waiters to ask): then it forks the
         zygote at once, since the thread in turn may wait for a batch that never comes.  Without
-        ``before_fork`` (the loop's thread, at an epoch's start) it forks at once.
+        ``before_fork`` (the loop's thread, at an epoch's start) it forks at once.  Returns how long it
+        waited for another thread's turn (not starting anything, as a pacer's wait).
         """
         if before_fork is None:
             self._fork()
-            return
+            return 0.0
         free = released if released is not None else lambda: False
+        t = time.perf_counter()
         with self._turns:
             self._turns.wait_for(lambda: not self._in_turn or free())
+            waited = time.perf_counter() - t
             if self.running:
-                return
+                return waited
             in_turn = self._in_turn
             self._in_turn = True
         if in_turn:  # released while another thread waits for its turn
             self._fork()
-            return
+            return waited
         try:
             before_fork()
             self._fork()
@@ -204,6 +208,7 @@ class Zygote:
             with self._turns:
                 self._in_turn = False
                 self._turns.notify_all()
+        return waited
 
     def wake(self) -> None:
         """Threads waiting for another's turn to fork the zygote: ask ``released()`` again."""
@@ -211,8 +216,10 @@ class Zygote:
             self._turns.notify_all()
 
     def _fork(self) -> None:
-        """Fork the zygote unless it runs."""
+        """Fork the zygote unless it runs; a stopped one raises (nothing would stop it again)."""
         with self._lock:
+            if self._stopped:
+                raise RuntimeError("the zygote was stopped; a pool still starting cannot use it")
             if self._alive():
                 return
             resource_tracker.ensure_running()  # the named semaphores of the workers' queues register there
@@ -261,8 +268,9 @@ class Zygote:
     STOP_S = 5.0  # how long stop() waits for the zygote to exit before it kills it
 
     def stop(self) -> None:
-        """Let the zygote exit and reap it (idempotent).  Its workers should be stopped first."""
+        """Let the zygote exit and reap it (idempotent, and final).  Its workers should be stopped first."""
         with self._lock:
+            self._stopped = True
             pid = self.pid
             if pid is None:
                 return
@@ -463,7 +471,8 @@ class ZygoteContext(BaseContext):
     that starts the first process, and ``pace`` before each process is started: a
     :class:`~adlrec.loader.pacing.ForkPacer`'s turn, so the zygote's forks and its workers' start-up
     are spread one per batch, as the training process's own forks are.  ``released``: whether the
-    starting thread may go on without turns (:meth:`Zygote.ensure_running`).
+    starting thread may go on without turns (:meth:`Zygote.ensure_running`); ``waited`` is told how long
+    it waited for another thread's fork of the zygote.
     """
 
     _name = "forkserver"  # named semaphores: queues and locks made here can be passed to a worker
@@ -474,17 +483,21 @@ class ZygoteContext(BaseContext):
         before_fork: Callable[[], None] | None = None,
         pace: Callable[[], None] | None = None,
         released: Callable[[], bool] | None = None,
+        waited: Callable[[float], None] | None = None,
     ) -> None:
         self.zygote = zygote
         self.before_fork = before_fork
         self.pace = pace
         self.released = released
+        self.waited = waited
 
     def get_start_method(self, allow_none: bool = False) -> str:
         return self._name
 
     def Process(self, *args: Any, **kwargs: Any) -> _ZygoteProcess:  # noqa: N802 - the context API's name
-        self.zygote.ensure_running(self.before_fork, self.released)
+        waited = self.zygote.ensure_running(self.before_fork, self.released)
+        if self.waited is not None:
+            self.waited(waited)
         proc = _ZygoteProcess(*args, **kwargs)
         proc._zygote = self.zygote
         proc._pace = self.pace

@@ -329,6 +329,53 @@ def test_split_pools_waiting_for_another_pools_turn_to_fork_the_zygote_are_let_g
     assert got == list(range(5 if then == "close" else 100))
 
 
+def test_a_zygote_stopped_for_a_new_dataset_is_never_forked_again_by_pools_still_shutting_down(monkeypatch):
+    # Pools replaced before they started are shut down in threads, which let their start threads go:
+    # one may then fork the zygote.  A resize that needs a zygote for a new dataset must neither stop
+    # the old one under them nor let them fork it after it was stopped (nothing would stop it again).
+    fork = Zygote._fork
+
+    def late_fork(self):  # a start thread descheduled just before it forks: the window, made wide
+        if threading.current_thread().name == "adlrec-loader-start":
+            time.sleep(0.05)
+        fork(self)
+
+    monkeypatch.setattr(Zygote, "_fork", late_fork)
+    loader = zygote_loader(Indices(200), 1, num_workers=0, handover=2)
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(5)]
+        loader._pools.join_reapers()  # the epoch's zygote is retired: no worker runs
+        loader.resize(4)  # pools of 2, 1 and 1: one thread waits for the turn to fork a zygote, two for it
+        time.sleep(0.5)
+        old = loader._pools.zygote
+        loader.resize(0)  # they are replaced before they started, and shut down in threads
+        loader.dataset = Indices(200)  # a new object: a resize now needs a zygote holding it
+        loader.resize(2)
+        got += [b.item() for b in it]
+    assert old.pid is None or gone(old.pid)
+    assert got == list(range(200))
+
+
+def test_a_pools_start_time_leaves_out_its_wait_for_another_pools_zygote_fork():
+    # start_s (what the handover estimate learns from) is the time spent starting, not waiting: the
+    # pacer's turns, and for the pools that wait for another's fork of the zygote, that wait too
+    loader = zygote_loader(Indices(80), 1, num_workers=0, handover=10)
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(5)]
+        loader._pools.join_reapers()  # the epoch's zygote is retired: the resize's first pool forks one
+        loader.resize(4)  # pools of 2, 1 and 1: one thread waits for the next batch's turn, two for it
+        new = loader._pools.live[1:]
+        time.sleep(1.0)  # a long step: all three wait through it
+        while any(p.start_s is None for p in new):
+            got.append(next(it).item())
+            time.sleep(0.02)
+        assert all(p.start_s < 0.5 for p in new), [p.start_s for p in new]  # none counts the 1 s step
+        got += [b.item() for b in it]
+    assert got == list(range(80))
+
+
 def test_a_zygote_that_died_is_forked_again_at_the_next_resize():
     loader = zygote_loader(Indices(60), 1, num_workers=1, handover=1)
     with loader:
