@@ -45,6 +45,19 @@ def workers_of(loader: ResizableLoader) -> dict[int, set[int]]:
     return {p.id: {w.pid for w in p.it._workers} for p in loader._pools.live if p.it is not None and p.workers}
 
 
+def split_pools_awaiting_a_zygote(loader: ResizableLoader, got: list[int], pause_s: float):
+    """Take 5 batches of an epoch with no workers (its zygote retired after the first), then
+    ``resize(4)``: pools of 2, 1 and 1 with the zygote to fork.  After ``pause_s`` (no batch), one pool's
+    thread waits for the turn to fork the zygote and the others for that fork.  Returns the iterator."""
+    it = iter(loader)
+    got.extend(next(it).item() for _ in range(5))
+    loader._pools.join_reapers()
+    assert loader._pools.zygote is None or not loader._pools.zygote.running
+    loader.resize(4)
+    time.sleep(pause_s)
+    return it
+
+
 def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers():
     loader = zygote_loader(Indices(120), 1, num_workers=1, handover=2)
     with loader:
@@ -310,12 +323,7 @@ def test_split_pools_waiting_for_another_pools_turn_to_fork_the_zygote_are_let_g
     got: list[int] = []
 
     def train() -> None:
-        it = iter(loader)
-        got.extend(next(it).item() for _ in range(5))
-        loader._pools.join_reapers()  # the zygote is retired: no worker runs
-        assert loader._pools.zygote is None or not loader._pools.zygote.running
-        loader.resize(4)
-        time.sleep(0.6)  # each pool's thread waits: for the turn, or for the zygote's fork
+        it = split_pools_awaiting_a_zygote(loader, got, 0.6)
         if then == "close":
             loader.close()
         else:
@@ -342,12 +350,9 @@ def test_a_zygote_stopped_for_a_new_dataset_is_never_forked_again_by_pools_still
 
     monkeypatch.setattr(Zygote, "_fork", late_fork)
     loader = zygote_loader(Indices(200), 1, num_workers=0, handover=2)
+    got: list[int] = []
     with loader:
-        it = iter(loader)
-        got = [next(it).item() for _ in range(5)]
-        loader._pools.join_reapers()  # the epoch's zygote is retired: no worker runs
-        loader.resize(4)  # pools of 2, 1 and 1: one thread waits for the turn to fork a zygote, two for it
-        time.sleep(0.5)
+        it = split_pools_awaiting_a_zygote(loader, got, 0.5)
         old = loader._pools.zygote
         loader.resize(0)  # they are replaced before they started, and shut down in threads
         loader.dataset = Indices(200)  # a new object: a resize now needs a zygote holding it
@@ -361,13 +366,10 @@ def test_a_pools_start_time_leaves_out_its_wait_for_another_pools_zygote_fork():
     # start_s (what the handover estimate learns from) is the time spent starting, not waiting: the
     # pacer's turns, and for the pools that wait for another's fork of the zygote, that wait too
     loader = zygote_loader(Indices(80), 1, num_workers=0, handover=10)
+    got: list[int] = []
     with loader:
-        it = iter(loader)
-        got = [next(it).item() for _ in range(5)]
-        loader._pools.join_reapers()  # the epoch's zygote is retired: the resize's first pool forks one
-        loader.resize(4)  # pools of 2, 1 and 1: one thread waits for the next batch's turn, two for it
+        it = split_pools_awaiting_a_zygote(loader, got, 1.0)  # a long step: all three wait through it
         new = loader._pools.live[1:]
-        time.sleep(1.0)  # a long step: all three wait through it
         while any(p.start_s is None for p in new):
             got.append(next(it).item())
             time.sleep(0.02)
