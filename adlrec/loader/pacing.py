@@ -12,7 +12,6 @@ side of a start is cheap (the cost is in the child).
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -32,7 +31,7 @@ class ForkPacer:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._allowed: float = 0
+        self._allowed = 0
         self._started = 0
         self._position: int | None = None  # the loop position the last allow_at granted at
         self._waited: dict[int, float] = {}  # per starting thread: time spent waiting for permits
@@ -48,11 +47,6 @@ class ForkPacer:
         """Time the calling thread has spent waiting for permits (not starting anything)."""
         with self._cond:
             return self._waited.get(threading.get_ident(), 0.0)
-
-    def allow(self, n: int = 1) -> None:
-        with self._cond:
-            self._allowed += n
-            self._cond.notify_all()
 
     def allow_at(self, position: int) -> None:
         """One permit for loop position ``position``, unless one was granted there already."""
@@ -80,11 +74,6 @@ class ForkPacer:
         """Whether the calling thread starts its processes without permits (:meth:`release`)."""
         with self._cond:
             return threading.get_ident() in self._released
-
-    def allow_all(self) -> None:
-        with self._cond:
-            self._allowed = math.inf
-            self._cond.notify_all()
 
     def turn(self) -> None:
         """Block until a permit is free, then take it."""

@@ -494,11 +494,8 @@ class ResizableLoader:
                     # here, but it and the worker's start-up take a core, which on saturated cores the
                     # running pool's next batch needs.  (Pools sharing a pacer: whichever starts first
                     # forks the zygote; its start time is counted with the first pool's.)
-                    before_fork = None if zygote.running else pacer.turn
-                    context = ZygoteContext(
-                        zygote, before_fork, pace=pacer.turn, released=pacer.released, waited=pacer.add_waited
-                    )
-                    extra_forks = int(before_fork is not None and shared is None)
+                    extra_forks = int(not zygote.running and shared is None)
+                    context = ZygoteContext(zygote, pacer)
                 else:
                     context = paced(self._context(), pacer)
                     pacer = pacer if context is not None else None

@@ -45,7 +45,7 @@ from multiprocessing.context import BaseContext, set_spawning_popen
 from multiprocessing.popen_fork import Popen as ForkPopen
 from typing import Any
 
-from adlrec.loader.pacing import FORK_LOCK
+from adlrec.loader.pacing import FORK_LOCK, ForkPacer
 
 __all__ = ["Kept", "Zygote", "ZygoteContext", "can_use_zygote"]
 
@@ -172,43 +172,38 @@ class Zygote:
         if sock is not None:
             sock.close()
 
-    def ensure_running(
-        self, before_fork: Callable[[], None] | None = None, released: Callable[[], bool] | None = None
-    ) -> float:
-        """Fork the zygote if it is not running; ``before_fork`` runs first (a pacer's turn).
+    def ensure_running(self, pacer: ForkPacer | None = None) -> None:
+        """Fork the zygote if it is not running: at once, or on a turn of ``pacer``.
 
-        ``before_fork`` runs outside the lock: the loop's thread, which grants the turn, must be able to
-        ask :attr:`running` meanwhile (a second resize before the next batch, a second pool of the same
+        The turn is waited for outside the lock: the loop's thread, which grants it, must be able to ask
+        :attr:`running` meanwhile (a second resize before the next batch, a second pool of the same
         resize).  Another thread pacing its fork meanwhile waits for that fork rather than taking a turn
-        of its own, which it would then leave unused, unless ``released()`` says its pool no longer waits
-        for turns (it is stopping or switching; :meth:`wake` tells the waiters to ask): then it forks the
-        zygote at once, since the thread in turn may wait for a batch that never comes.  Without
-        ``before_fork`` (the loop's thread, at an epoch's start) it forks at once.  Returns how long it
-        waited for another thread's turn (not starting anything, as a pacer's wait).
+        of its own, which it would then leave unused (that wait counts as the pacer's, not as starting),
+        unless its pool no longer waits for turns (``pacer.released()``: it is stopping or switching;
+        :meth:`wake` tells the waiters to ask): then it forks the zygote at once, since the thread in
+        turn may wait for a batch that never comes.
         """
-        if before_fork is None:
+        if pacer is None:
             self._fork()
-            return 0.0
-        free = released if released is not None else lambda: False
+            return
         t = time.perf_counter()
         with self._turns:
-            self._turns.wait_for(lambda: not self._in_turn or free())
-            waited = time.perf_counter() - t
+            self._turns.wait_for(lambda: not self._in_turn or pacer.released())
+            pacer.add_waited(time.perf_counter() - t)
             if self.running:
-                return waited
+                return
             in_turn = self._in_turn
             self._in_turn = True
         if in_turn:  # released while another thread waits for its turn
             self._fork()
-            return waited
+            return
         try:
-            before_fork()
+            pacer.turn()
             self._fork()
         finally:
             with self._turns:
                 self._in_turn = False
                 self._turns.notify_all()
-        return waited
 
     def wake(self) -> None:
         """Threads waiting for another's turn to fork the zygote: ask ``released()`` again."""
@@ -467,38 +462,23 @@ class _ZygoteProcess(process.BaseProcess):
 class ZygoteContext(BaseContext):
     """A ``multiprocessing`` context whose processes the zygote forks.
 
-    ``before_fork`` runs before the zygote itself is forked (the first start only), in the thread
-    that starts the first process, and ``pace`` before each process is started: a
-    :class:`~adlrec.loader.pacing.ForkPacer`'s turn, so the zygote's forks and its workers' start-up
-    are spread one per batch, as the training process's own forks are.  ``released``: whether the
-    starting thread may go on without turns (:meth:`Zygote.ensure_running`); ``waited`` is told how long
-    it waited for another thread's fork of the zygote.
+    With a ``pacer``, the zygote's own fork (if it is not running when the first process is made) and
+    each process's start wait for a turn of it (:meth:`Zygote.ensure_running`), so the zygote's forks
+    and its workers' start-up are spread one per batch, as the training process's own forks are.
     """
 
     _name = "forkserver"  # named semaphores: queues and locks made here can be passed to a worker
 
-    def __init__(
-        self,
-        zygote: Zygote,
-        before_fork: Callable[[], None] | None = None,
-        pace: Callable[[], None] | None = None,
-        released: Callable[[], bool] | None = None,
-        waited: Callable[[float], None] | None = None,
-    ) -> None:
+    def __init__(self, zygote: Zygote, pacer: ForkPacer | None = None) -> None:
         self.zygote = zygote
-        self.before_fork = before_fork
-        self.pace = pace
-        self.released = released
-        self.waited = waited
+        self.pacer = pacer
 
     def get_start_method(self, allow_none: bool = False) -> str:
         return self._name
 
     def Process(self, *args: Any, **kwargs: Any) -> _ZygoteProcess:  # noqa: N802 - the context API's name
-        waited = self.zygote.ensure_running(self.before_fork, self.released)
-        if self.waited is not None:
-            self.waited(waited)
+        self.zygote.ensure_running(self.pacer)
         proc = _ZygoteProcess(*args, **kwargs)
         proc._zygote = self.zygote
-        proc._pace = self.pace
+        proc._pace = self.pacer.turn if self.pacer is not None else None
         return proc

@@ -217,10 +217,10 @@ def test_a_paced_context_starts_a_process_only_per_permit():
     procs = [ctx.Process(target=os.getpid) for _ in range(3)]
     starter = threading.Thread(target=lambda: [p.start() for p in procs])
     starter.start()
-    pacer.allow()
+    pacer.allow_at(0)
     wait_until(lambda: procs[0].pid is not None)  # set once the first fork is done
     assert pacer.started == 1 and procs[1].pid is None and starter.is_alive()
-    pacer.allow_all()
+    pacer.release(starter)  # the rest without permits
     starter.join()
     for p in procs:
         p.join()
