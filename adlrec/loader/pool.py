@@ -108,7 +108,8 @@ class Pool:
     def open_all(self) -> None:
         """Let every worker start and work (the switch is here, or the pool is being stopped).  Only this
         pool's starts: other pools of the same resize share its pacer and stay paced."""
-        if self.pacer is not None and self.starter is not None:
+        # (the serving pool's, at every batch: once its start thread is done, nothing is left to let go)
+        if self.pacer is not None and self.starter is not None and self.starter.is_alive():
             self.pacer.release(self.starter)
             if self.zygote is not None:
                 self.zygote.wake()  # its thread may wait for another pool's turn to fork the zygote
