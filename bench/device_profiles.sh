@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Profile the bundled examples on this machine's GPU, with real data loading, one JSON per curve.
+#
+#     bench/device_profiles.sh OUT_DIR [DEVICE] [BUDGET_S]
+#
+# For a GPU machine that has no MLflow store (or no network to one): each curve is measured by
+# `adlrec profile ... --no-log --json` and written to OUT_DIR/<name>.json; back where the store is,
+# `adlrec profiles import OUT_DIR/*.json` logs them and `adlrec profiles export` adds them to
+# profiles/ (docs/profiling.md). DEVICE defaults to cuda; BUDGET_S (seconds per worker count) to 1.5.
+# A curve whose sweep fails or overruns its PER_PROFILE_S (default 150) is reported and skipped; the
+# script's exit status is the number of such curves. ADLREC (default: "adlrec") is the command run.
+set -u
+out=${1:?usage: bench/device_profiles.sh OUT_DIR [DEVICE] [BUDGET_S]}
+device=${2:-cuda}
+budget=${3:-1.5}
+limit=${PER_PROFILE_S:-150}
+read -r -a adlrec <<<"${ADLREC:-adlrec}"
+mkdir -p "$out"
+
+# name | model.py | --param overrides: the examples as shipped, and each with a model heavy enough
+# for the accelerator's step to matter, so the curves differ in where they flatten.
+curves=(
+  "image-w16|examples/image.py|"
+  "image-w16-heavy|examples/image.py|aug=heavy"
+  "image-w128|examples/image.py|width=128"
+  "audio-w16|examples/audio.py|"
+  "text-d64|examples/text.py|"
+  "text-d512-l6|examples/text.py|d_model=512 layers=6"
+)
+
+failed=0
+for entry in "${curves[@]}"; do
+  IFS='|' read -r name model params <<<"$entry"
+  args=(profile "$model" --device "$device" --budget "$budget" --no-log --json)
+  for p in $params; do args+=(--param "$p"); done
+  start=$(date +%s)
+  if timeout "$limit" "${adlrec[@]}" "${args[@]}" >"$out/$name.json.part" 2>"$out/$name.err"; then
+    mv "$out/$name.json.part" "$out/$name.json"
+    python3 - "$out/$name.json" "$(($(date +%s) - start))" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+curve = " ".join(f"{p['throughput']:.0f}" for p in d["points"])
+best = max(d["points"], key=lambda p: p["throughput"])
+print(f"{d['workload']} {d['params']}: ceiling {d['baseline']['ceiling']:.0f}/s, best {best['workers']} workers "
+      f"{best['throughput']:.0f}/s, by workers: {curve} ({sys.argv[2]} s)")
+EOF
+  else
+    rc=$?
+    failed=$((failed + 1))
+    echo "FAILED $name (exit $rc after $(($(date +%s) - start)) s); last lines of its stderr:"
+    tail -5 "$out/$name.err"
+  fi
+done
+exit "$failed"
