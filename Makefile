@@ -26,7 +26,9 @@ test: install
 
 # Re-measure the curves shipped in profiles/ (about half an hour on 2 cores) into their own store,
 # then export them. Each line of PROFILE_MATRIX is "example device [--param K=V ...]"; the
-# exported JSON records the exact command of each run.
+# exported JSON records the exact command of each run. The cuda curves in profiles/ came from a GPU
+# machine (bench/device_profiles.sh there, `adlrec profiles import` here: docs/profiling.md); this
+# target keeps them, since it cannot re-measure them.
 PROFILE_STORE ?= .adlrec/profiles-store
 PROFILE_BUDGET ?= 3
 define PROFILE_MATRIX
@@ -69,7 +71,7 @@ audio cpu --param width=8
 endef
 export PROFILE_MATRIX
 profiles: install
-	rm -rf $(PROFILE_STORE) && rm -f profiles/*.json
+	rm -rf $(PROFILE_STORE) && rm -f profiles/*-cpu-*.json profiles/*-emulate*.json
 	echo "$$PROFILE_MATRIX" | while read -r ex dev rest; do \
 	  MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profile examples/$$ex.py --device $$dev --budget $(PROFILE_BUDGET) \
 	    --data-dir $(PROFILE_STORE) $$rest || exit 1; \

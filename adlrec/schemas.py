@@ -16,6 +16,7 @@ __all__ = [
     "AllocationRequest",
     "Baseline",
     "DeviceSpec",
+    "ENOUGH_SHARE",
     "GpuInfo",
     "Hardware",
     "JobDemand",
@@ -23,6 +24,12 @@ __all__ = [
     "Profile",
     "ProfilePoint",
 ]
+
+
+# What share of a curve's best throughput counts as reaching it (Profile.enough): one minus the
+# relative error each point is measured to by default (Settings.rse_target), so the points within it
+# of the best cannot be told apart from it.
+ENOUGH_SHARE = 0.95
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,16 @@ class Profile:
     @property
     def best(self) -> ProfilePoint:
         return max(self.points, key=lambda p: p.throughput)
+
+    def enough(self, share: float = ENOUGH_SHARE) -> ProfilePoint:
+        """The fewest workers that reach ``share`` of the best throughput.
+
+        On a plateau the best point is often a few percent of noise above its neighbours (an H200's
+        curves in profiles/ peak at 14 workers where 2 reach 99.7% of it): this is the count worth
+        giving a job, the best is only where the noise happened to land.
+        """
+        target = share * self.best.throughput
+        return min((p for p in self.points if p.throughput >= target), key=lambda p: p.workers)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# Reading a profile back downloads its artifact; MLflow would draw a progress bar on stderr for each.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # A new SQLite store runs its migrations through alembic, which logs a page of INFO lines.
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)

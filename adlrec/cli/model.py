@@ -158,6 +158,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.predict.report import prediction_table
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
+    from adlrec.schemas import ENOUGH_SHARE
     from adlrec.tracking import MODEL_NAME, ModelRegistry
 
     settings = settings_from(args, point_budget_s=args.budget)
@@ -219,7 +220,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     console.print(prediction_table(job.name, device, curve, measured))
     console.print(f"model: {source}")
     console.print(
-        f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; {enough_w} workers reach 95% of it"
+        f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; {enough_w} workers reach "
+        f"{ENOUGH_SHARE:.0%} of it"
     )
     line = f"probe: {probe.seconds:.1f} s"
     if sweep_s is not None:

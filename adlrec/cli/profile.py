@@ -1,4 +1,4 @@
-"""`adlrec profile` and `adlrec profiles export|list`."""
+"""`adlrec profile` and `adlrec profiles export|list|import`."""
 
 from __future__ import annotations
 
@@ -59,6 +59,16 @@ def add_commands(sub) -> None:
     store_args(ex)
     ls = prs.add_parser("list", help="list complete profiles in the MLflow store")
     store_args(ls)
+    im = prs.add_parser(
+        "import",
+        help="log profiles measured elsewhere (adlrec profile --no-log --json) into the MLflow store",
+        description="Log profile JSON files into the MLflow store, one complete run each, as if measured here: "
+        "what `adlrec profile --no-log --json` printed on a machine without the store (a GPU node, "
+        "bench/device_profiles.sh), or files `profiles export` wrote. Every file is checked before any is "
+        "logged; a profile already in the store (same measurement and time) is skipped.",
+    )
+    im.add_argument("files", type=Path, nargs="+", metavar="FILE", help="profile JSON files")
+    store_args(im)
     p.set_defaults(handler=_cmd_profile)
     pr.set_defaults(handler=_cmd_profiles)
 
@@ -123,6 +133,7 @@ def profile_tracker(args: argparse.Namespace, settings):
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from adlrec.profile.report import profile_table
+    from adlrec.schemas import ENOUGH_SHARE
 
     settings = settings_from(args, point_budget_s=args.budget)
     job, device = job_and_device(args, settings)
@@ -137,8 +148,11 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     console.print(profile_table(profile))
     for note in profile.notes:
         console.print(f"note: {note}")
-    best = profile.best
-    console.print(f"best: {best.workers} workers, {best.throughput:,.1f} samples/s")
+    best, enough = profile.best, profile.enough()
+    console.print(
+        f"best: {best.workers} workers, {best.throughput:,.1f} samples/s; {enough.workers} reach "
+        f"{ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
+    )
     if tracker is not None:
         console.print(f"logged run {run_id} to experiment {settings.experiment!r} at {tracker.tracking_uri}")
         console.print(f"view it: mlflow ui --backend-store-uri {tracker.tracking_uri}", soft_wrap=True)
@@ -147,7 +161,11 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from adlrec.profile.library import export_profiles
+    from adlrec.schemas import ENOUGH_SHARE
 
+    if args.profiles_command == "import":
+        profiles = _read_profiles(args.files)  # before the store is opened: a bad file leaves no trace
+        return _import(profiles, *tracker_from(args))
     settings, tracker = tracker_from(args)
     runs = tracker.profiles()
     if args.profiles_command == "list":
@@ -156,7 +174,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         for r in runs:
             p = r.profile
             print(
-                f"{r.run_id}  {p.created_at}  {p.workload:<12} {p.device.label:<12} best {p.best.workers}w {p.best.throughput:,.1f}/s"
+                f"{r.run_id}  {p.created_at}  {p.workload:<12} {p.device.label:<12} best {p.best.workers}w {p.best.throughput:,.1f}/s, {ENOUGH_SHARE:.0%} at {p.enough().workers}w"
             )
         return 0
     if not runs:
@@ -167,4 +185,36 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     print(f"exported {len(written) - 1} profiles to {args.out}/ (index: {args.out / 'README.md'})")
+    return 0
+
+
+def _read_profiles(files: list[Path]) -> list:
+    from adlrec.profile.library import read_profile
+
+    profiles = []
+    for f in files:
+        try:
+            profiles.append((f, read_profile(f)))
+        except ValueError as exc:
+            raise UsageError(f"{exc}; nothing was imported") from None
+    return profiles
+
+
+def _import(profiles: list, settings, tracker) -> int:
+    from adlrec.profile.library import profile_key
+
+    stored = {(profile_key(r.profile), r.profile.created_at): r.run_id for r in tracker.profiles()}
+    logged = 0
+    for f, p in profiles:
+        key = (profile_key(p), p.created_at)
+        if key in stored:
+            print(f"{f}: already in the store as run {stored[key]}; skipped")
+            continue
+        stored[key] = tracker.log_profile(p)
+        logged += 1
+        print(f"{f}: logged as run {stored[key]} ({p.workload} on {p.device.title}; {p.hardware.summary})")
+    print(
+        f"imported {logged} of {len(profiles)} profiles into experiment {settings.experiment!r} at "
+        f"{tracker.tracking_uri}; `adlrec profiles export` writes them to profiles/"
+    )
     return 0

@@ -17,11 +17,11 @@ import numpy as np
 from adlrec.predict.features import ProbeError, ProbeFeatures, features_from_profile
 from adlrec.predict.models import make_model
 from adlrec.profile.library import profile_key
-from adlrec.schemas import Profile
+from adlrec.schemas import ENOUGH_SHARE, Profile
 
 __all__ = ["Curve", "Evaluation", "cross_validate", "curves_from_profiles", "workload_group"]
 
-NEAR_BEST = 0.95  # the predicted best worker count counts as a hit if it reaches 95% of the true best
+NEAR_BEST = ENOUGH_SHARE  # the predicted best worker count is a hit if it reaches this share of the true best
 
 
 @dataclass(frozen=True)

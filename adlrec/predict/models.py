@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from adlrec.predict.features import ProbeFeatures
+from adlrec.schemas import ENOUGH_SHARE
 
 __all__ = [
     "AnalyticModel",
@@ -193,7 +194,7 @@ def make_model(spec: dict[str, Any]) -> ThroughputModel:
         raise ValueError(f"bad hyperparameters for {kind}: {exc}") from None
 
 
-def smallest_reaching(curve: Sequence[float], share: float = 0.95) -> int:
+def smallest_reaching(curve: Sequence[float], share: float = ENOUGH_SHARE) -> int:
     """The fewest workers whose throughput reaches ``share`` of the curve's maximum."""
     peak = max(curve)
     return next(w for w, t in enumerate(curve) if t >= share * peak)

@@ -46,3 +46,54 @@ def test_export_from_an_empty_store_is_a_clear_error(tmp_path, capsys):
     assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(tmp_path / "p")]) == 2
     assert "no complete profiles to export" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+def test_a_profile_measured_without_the_store_is_imported_once_and_exported(tiny_job_path, tmp_path, capsys):
+    """The GPU-node path: `profile --no-log --json` there, `profiles import` and `export` where the store is."""
+    assert (
+        main(
+            [
+                "profile",
+                str(tiny_job_path),
+                *["--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"],
+                *["--no-log", "--json", "--data-dir", str(tmp_path / "node")],
+            ]
+        )
+        == 0
+    )
+    measured = tmp_path / "tiny.json"
+    measured.write_text(capsys.readouterr().out)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    store = ["--tracking-uri", uri, "--data-dir", str(tmp_path / "data")]
+
+    assert main(["profiles", "import", str(measured), *store]) == 0
+    out = capsys.readouterr().out
+    assert f"{measured}: logged as run" in out and "imported 1 of 1 profiles" in out
+    assert main(["profiles", "import", str(measured), *store]) == 0  # again: already there
+    out = capsys.readouterr().out
+    assert "already in the store as run" in out and "imported 0 of 1 profiles" in out
+
+    (run,) = Tracker(uri, "adlrec-profiles").profiles()
+    original = json.loads(measured.read_text())
+    stored = json.loads(json.dumps(run.profile.to_dict()))
+    assert stored == {k: v for k, v in original.items() if k not in ("run_id", "tracking_uri")}
+
+    out_dir = tmp_path / "profiles"
+    assert main(["profiles", "export", *store, "--out", str(out_dir)]) == 0
+    (exported,) = load_profiles(out_dir)
+    assert exported == run.profile
+    assert exported.command.startswith("adlrec profile ") and "--no-log --json" in exported.command
+
+
+def test_import_checks_every_file_before_logging_any(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(make_profile().to_dict()))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(make_profile().to_dict() | {"points": []}))
+    db = tmp_path / "m.db"
+
+    assert main(["profiles", "import", str(good), str(bad), "--tracking-uri", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{bad}: the profile has no points" in err and "nothing was imported" in err
+    assert not db.exists()  # the store was not even opened

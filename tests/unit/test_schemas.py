@@ -24,3 +24,18 @@ def test_fingerprint_ignores_hostname_and_versions_but_not_cores():
 def test_fetch_extra_is_never_negative():
     b = Baseline(1.0, 0.0, 1.0, fetch_cold_s=1e-5, fetch_cached_s=2e-5, fetch_bytes=1.0, fetch_method="x")
     assert b.fetch_extra_s == 0.0
+
+
+def test_enough_is_the_fewest_workers_within_the_share_of_the_best():
+    p = make_profile(throughputs=(10.0, 95.0, 96.0, 100.0, 98.0))
+    assert p.best.workers == 3
+    assert p.enough().workers == 1  # 95 reaches 95% of 100
+    assert p.enough(0.96).workers == 2
+    assert p.enough(1.0).workers == 3
+
+
+def test_enough_share_is_the_precision_points_are_measured_to():
+    from adlrec.config import Settings
+    from adlrec.schemas import ENOUGH_SHARE
+
+    assert ENOUGH_SHARE == 1 - Settings().rse_target
