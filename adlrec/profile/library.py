@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
@@ -40,11 +40,18 @@ def _file_name(p: Profile) -> str:
 
 
 def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
-    """Write the newest run per :func:`profile_key` (``runs`` newest first) and the index."""
+    """Write the newest measurement per :func:`profile_key` and the index.
+
+    Newest by the profile's own ``created_at``, not by when its run was logged: ``profiles import``
+    logs curves measured elsewhere, earlier or later, in any order.  Of two measured at the same time,
+    the run first in ``runs`` (newest logged first) wins.
+    """
     out.mkdir(parents=True, exist_ok=True)
     newest: dict[str, _Run] = {}
     for r in runs:
-        newest.setdefault(profile_key(r.profile), r)
+        key = profile_key(r.profile)
+        if key not in newest or _measured(r.profile) > _measured(newest[key].profile):
+            newest[key] = r
     written = []
     for r in newest.values():
         path = out / _file_name(r.profile)
@@ -52,6 +59,11 @@ def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
         written.append(path)
     written.append(write_index(out))
     return written
+
+
+def _measured(p: Profile) -> datetime:
+    t = datetime.fromisoformat(p.created_at)
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 def write_index(out: Path) -> Path:

@@ -97,3 +97,19 @@ def test_import_checks_every_file_before_logging_any(tmp_path, capsys):
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"{bad}: the profile has no points" in err and "nothing was imported" in err
     assert not db.exists()  # the store was not even opened
+
+
+def test_export_keeps_the_newest_measurement_whatever_order_the_runs_were_logged_in(tmp_path, capsys):
+    """An import may log an older curve after a newer one: the export goes by when each was measured."""
+    from dataclasses import replace
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    newer = replace(make_profile(throughputs=(3.0, 4.0)), created_at="2026-12-04T16:46:45+00:00")
+    older = replace(make_profile(throughputs=(1.0, 2.0)), created_at="2026-12-04T16:26:16+00:00")
+    tracker.log_profile(newer)
+    tracker.log_profile(older)  # logged last, measured first
+
+    out = tmp_path / "profiles"
+    assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(out)]) == 0
+    assert load_profiles(out) == [newer]
