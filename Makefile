@@ -71,7 +71,9 @@ audio cpu --param width=8
 endef
 export PROFILE_MATRIX
 profiles: install
-	rm -rf $(PROFILE_STORE) && rm -f profiles/*-cpu-*.json profiles/*-emulate*.json
+	rm -rf $(PROFILE_STORE)
+	$(BIN)/python -c "import json, pathlib; [f.unlink() for f in pathlib.Path('profiles').glob('*.json') \
+	  if json.loads(f.read_text())['device']['kind'] != 'cuda']"
 	echo "$$PROFILE_MATRIX" | while read -r ex dev rest; do \
 	  MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profile examples/$$ex.py --device $$dev --budget $(PROFILE_BUDGET) \
 	    --data-dir $(PROFILE_STORE) $$rest || exit 1; \

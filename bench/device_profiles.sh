@@ -8,14 +8,16 @@
 # `adlrec profiles import OUT_DIR/*.json` logs them and `adlrec profiles export` adds them to
 # profiles/ (docs/profiling.md). DEVICE defaults to cuda; BUDGET_S (seconds per worker count) to 1.5.
 # A curve whose sweep fails or overruns its PER_PROFILE_S (default 150) is reported and skipped; the
-# script's exit status is the number of such curves. ADLREC (default: "adlrec") is the command run.
+# script's exit status is the number of such curves. ADLREC (default: "adlrec") is the command run;
+# it runs in the checkout the script belongs to, whatever the current folder.
 set -u
 out=${1:?usage: bench/device_profiles.sh OUT_DIR [DEVICE] [BUDGET_S]}
 device=${2:-cuda}
 budget=${3:-1.5}
 limit=${PER_PROFILE_S:-150}
 read -r -a adlrec <<<"${ADLREC:-adlrec}"
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 99
+cd "$(dirname "$0")/.." || exit 99  # the examples' paths are relative to the checkout
 
 # name | model.py | --param overrides: the examples as shipped, and each with a model heavy enough
 # for the accelerator's step to matter, so the curves differ in where they flatten.
@@ -34,16 +36,16 @@ for entry in "${curves[@]}"; do
   args=(profile "$model" --device "$device" --budget "$budget" --no-log --json)
   for p in $params; do args+=(--param "$p"); done
   start=$(date +%s)
-  if timeout "$limit" "${adlrec[@]}" "${args[@]}" >"$out/$name.json.part" 2>"$out/$name.err"; then
-    mv "$out/$name.json.part" "$out/$name.json"
-    python3 - "$out/$name.json" "$(($(date +%s) - start))" <<'EOF'
+  if timeout "$limit" "${adlrec[@]}" "${args[@]}" >"$out/$name.json.part" 2>"$out/$name.err" &&
+    python3 - "$out/$name.json.part" "$(($(date +%s) - start))" <<'EOF'; then
 import json, sys
-d = json.load(open(sys.argv[1]))
+d = json.load(open(sys.argv[1]))  # not a profile: a traceback, and the curve counts as failed
 curve = " ".join(f"{p['throughput']:.0f}" for p in d["points"])
 best = max(d["points"], key=lambda p: p["throughput"])
 print(f"{d['workload']} {d['params']}: ceiling {d['baseline']['ceiling']:.0f}/s, best {best['workers']} workers "
       f"{best['throughput']:.0f}/s, by workers: {curve} ({sys.argv[2]} s)")
 EOF
+    mv "$out/$name.json.part" "$out/$name.json"
   else
     rc=$?
     failed=$((failed + 1))

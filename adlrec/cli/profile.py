@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adlrec.cli.common import nonneg_int, seconds, settings_from, stdout, store_args, tracker_from
 from adlrec.errors import UsageError
+
+if TYPE_CHECKING:
+    from adlrec.config import Settings
+    from adlrec.schemas import Profile
+    from adlrec.tracking import Tracker
 
 __all__ = ["add_commands", "job_and_device", "profile_tracker", "sweep"]
 
@@ -149,10 +156,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     for note in profile.notes:
         console.print(f"note: {note}")
     best, enough = profile.best, profile.enough()
-    console.print(
-        f"best: {best.workers} workers, {best.throughput:,.1f} samples/s; {enough.workers} reach "
-        f"{ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
-    )
+    line = f"best: {best.workers} workers, {best.throughput:,.1f} samples/s"
+    if enough.workers != best.workers:
+        line += f"; {enough.workers} reach {ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
+    console.print(line)
     if tracker is not None:
         console.print(f"logged run {run_id} to experiment {settings.experiment!r} at {tracker.tracking_uri}")
         console.print(f"view it: mlflow ui --backend-store-uri {tracker.tracking_uri}", soft_wrap=True)
@@ -188,8 +195,8 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_profiles(files: list[Path]) -> list:
-    from adlrec.profile.library import read_profile
+def _read_profiles(files: list[Path]) -> list[tuple[Path, Profile]]:
+    from adlrec.profile.check import read_profile
 
     profiles = []
     for f in files:
@@ -200,19 +207,28 @@ def _read_profiles(files: list[Path]) -> list:
     return profiles
 
 
-def _import(profiles: list, settings, tracker) -> int:
-    from adlrec.profile.library import profile_key
+def _import(profiles: list[tuple[Path, Profile]], settings: Settings, tracker: Tracker) -> int:
+    from adlrec.errors import TrackingError
+    from adlrec.profile.library import measured_at, profile_key
 
-    stored = {(profile_key(r.profile), r.profile.created_at): r.run_id for r in tracker.profiles()}
+    def ident(p: Profile) -> tuple[str, datetime]:
+        return profile_key(p), measured_at(p)
+
+    stored = {ident(r.profile): r.run_id for r in tracker.profiles()}
     logged = 0
     for f, p in profiles:
-        key = (profile_key(p), p.created_at)
-        if key in stored:
-            print(f"{f}: already in the store as run {stored[key]}; skipped")
+        if ident(p) in stored:
+            print(f"{f}: already in the store as run {stored[ident(p)]}; skipped")
             continue
-        stored[key] = tracker.log_profile(p)
+        try:
+            stored[ident(p)] = tracker.log_profile(p)
+        except TrackingError as exc:
+            raise TrackingError(
+                f"{f}: {exc}; the {logged} files before it were imported, and the same command again "
+                "imports the rest (those already stored are skipped)"
+            ) from exc
         logged += 1
-        print(f"{f}: logged as run {stored[key]} ({p.workload} on {p.device.title}; {p.hardware.summary})")
+        print(f"{f}: logged as run {stored[ident(p)]} ({p.workload} on {p.device.title}; {p.hardware.summary})")
     print(
         f"imported {logged} of {len(profiles)} profiles into experiment {settings.experiment!r} at "
         f"{tracker.tracking_uri}; `adlrec profiles export` writes them to profiles/"

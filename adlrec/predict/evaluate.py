@@ -16,7 +16,7 @@ import numpy as np
 
 from adlrec.predict.features import ProbeError, ProbeFeatures, features_from_profile
 from adlrec.predict.models import make_model
-from adlrec.profile.library import profile_key
+from adlrec.profile.library import newest_per_key
 from adlrec.schemas import ENOUGH_SHARE, Profile
 
 __all__ = ["Curve", "Evaluation", "cross_validate", "curves_from_profiles", "workload_group"]
@@ -62,27 +62,27 @@ def workload_group(p: Profile) -> str:
 
 
 def curves_from_profiles(profiles: Iterable[Profile]) -> list[Curve]:
-    """One curve per distinct measurement (newest first wins), skipping sweeps shorter than 0..2."""
-    seen: dict[str, Curve] = {}
+    """One curve per distinct measurement (the newest measured wins, as in ``profiles export``),
+    skipping sweeps that do not cover 0..n workers and profiles the probe's features cannot describe."""
+    usable = []
     for p in profiles:
-        key = profile_key(p)
-        if key in seen:
-            continue
         ws = [q.workers for q in p.points]
         if ws != list(range(len(ws))):
             continue
         try:
-            f = features_from_profile(p)
+            usable.append((p, features_from_profile(p)))
         except ProbeError:
             continue
-        seen[key] = Curve(
+    return [
+        Curve(
             group=workload_group(p),
             key=key,
             label=f"{p.workload} {p.device.label}",
             features=f,
             throughput=tuple(q.throughput for q in p.points),
         )
-    return list(seen.values())
+        for key, (p, f) in newest_per_key(usable, lambda pf: pf[0]).items()
+    ]
 
 
 def cross_validate(spec: dict[str, Any], curves: Sequence[Curve]) -> Evaluation:

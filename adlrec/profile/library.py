@@ -2,25 +2,24 @@
 
 Each file is one :class:`~adlrec.schemas.Profile` as JSON (hardware fingerprint and the exact
 command that measured it included) plus the MLflow run it came from.  ``README.md`` in the folder is
-an index generated with the files; neither is edited by hand.  :func:`read_profile` reads one such
-file, or what ``adlrec profile --json`` printed on a machine without the store, for
-``adlrec profiles import``.
+an index generated with the files; neither is edited by hand.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from adlrec.schemas import ENOUGH_SHARE, Profile
 
-__all__ = ["export_profiles", "load_profiles", "profile_key", "read_profile", "write_index"]
+__all__ = ["export_profiles", "load_profiles", "measured_at", "newest_per_key", "profile_key", "write_index"]
+
+T = TypeVar("T")
 
 
 class _Run(Protocol):
@@ -47,11 +46,7 @@ def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
     the run first in ``runs`` (newest logged first) wins.
     """
     out.mkdir(parents=True, exist_ok=True)
-    newest: dict[str, _Run] = {}
-    for r in runs:
-        key = profile_key(r.profile)
-        if key not in newest or _measured(r.profile) > _measured(newest[key].profile):
-            newest[key] = r
+    newest = newest_per_key(runs, lambda r: r.profile)
     written = []
     for r in newest.values():
         path = out / _file_name(r.profile)
@@ -61,7 +56,19 @@ def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
     return written
 
 
-def _measured(p: Profile) -> datetime:
+def newest_per_key(items: Iterable[T], profile_of: Callable[[T], Profile]) -> dict[str, T]:
+    """The item whose profile was measured last, per :func:`profile_key`; of two measured at the same
+    time, the first.  Keys keep the order in which they first appear."""
+    newest: dict[str, T] = {}
+    for item in items:
+        key = profile_key(profile_of(item))
+        if key not in newest or measured_at(profile_of(item)) > measured_at(profile_of(newest[key])):
+            newest[key] = item
+    return newest
+
+
+def measured_at(p: Profile) -> datetime:
+    """When the profile was measured (``created_at``; a time without a zone is read as UTC)."""
     t = datetime.fromisoformat(p.created_at)
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
@@ -76,59 +83,6 @@ def write_index(out: Path) -> Path:
 def load_profiles(folder: Path) -> list[Profile]:
     """Every profile JSON in ``folder``, sorted by file name."""
     return [Profile.from_dict(json.loads(f.read_text())) for f in sorted(folder.glob("*.json"))]
-
-
-def read_profile(path: Path) -> Profile:
-    """One profile from a JSON file: ``adlrec profile --json`` output, or a file ``profiles export`` wrote.
-
-    Raises ``ValueError`` naming the file and what is wrong with it (unreadable, not JSON, a key
-    missing, a value out of range), so that a caller can check every file before storing any.
-    """
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if not text.strip():
-        raise ValueError(f"{path}: the file is empty; expected one profile as JSON (adlrec profile --json)")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); expected one profile as JSON") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a JSON object holding one profile, got a {type(doc).__name__}")
-    try:
-        profile = Profile.from_dict(doc)
-    except KeyError as exc:
-        raise ValueError(f"{path}: not a profile: the key {exc.args[0]!r} is missing") from None
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a profile: {exc}") from None
-    problem = _profile_problem(profile)
-    if problem:
-        raise ValueError(f"{path}: {problem}")
-    return profile
-
-
-def _profile_problem(p: Profile) -> str:
-    """What makes a parsed profile unusable, or an empty string."""
-    if p.device.kind not in ("cpu", "cuda", "emulate"):
-        return f"device kind {p.device.kind!r}: expected cpu, cuda or emulate"
-    if p.device.emulated and not (isinstance(p.device.step_ms, (int, float)) and p.device.step_ms > 0):
-        return f"an emulated device needs step_ms > 0, got {p.device.step_ms!r}"
-    if not p.points:
-        return "the profile has no points; expected one per worker count"
-    workers = [q.workers for q in p.points]
-    if any(not isinstance(w, int) or w < 0 for w in workers) or len(set(workers)) != len(workers):
-        return f"point workers {workers}: expected distinct whole numbers >= 0"
-    bad = [q.workers for q in p.points if not (math.isfinite(q.throughput) and q.throughput >= 0)]
-    if bad:
-        return f"throughput at workers={bad}: expected a finite number >= 0"
-    if not (isinstance(p.hardware.logical_cores, int) and p.hardware.logical_cores >= 1):
-        return f"hardware logical_cores {p.hardware.logical_cores!r}: expected a whole number >= 1"
-    try:
-        datetime.fromisoformat(p.created_at)
-    except (TypeError, ValueError):
-        return f"created_at {p.created_at!r}: expected an ISO 8601 time"
-    return ""
 
 
 def _index(profiles: Iterable[Profile]) -> str:

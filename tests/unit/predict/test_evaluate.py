@@ -44,3 +44,17 @@ def test_one_workload_cannot_be_cross_validated():
     curves = curves_from_profiles(synthetic_profiles(workloads=1))
     with pytest.raises(ValueError, match="at least 2 workloads"):
         cross_validate({"kind": "analytic"}, curves)
+
+
+def test_curves_keep_the_newest_measurement_of_each_profile_as_the_export_does():
+    from dataclasses import replace
+
+    older = replace(synthetic_profiles(workloads=1, devices=("emulate:5",))[0], created_at="2026-12-04T16:00:00+00:00")
+    newer = replace(
+        older,
+        points=tuple(replace(q, throughput=q.throughput * 2) for q in older.points),
+        created_at="2026-12-04T17:00:00+00:00",
+    )
+    for order in ([older, newer], [newer, older]):
+        (curve,) = curves_from_profiles(order)
+        assert curve.throughput == tuple(q.throughput for q in newer.points)

@@ -1,0 +1,133 @@
+"""Reading one profile JSON file from outside the store, checked field by field (``profiles import``).
+
+A file may come from another machine, another version or a hand edit.  Everything in it is checked
+before anything is stored: every field of the records it becomes has the type the record declares
+(numbers finite, ``bool`` not taken for a number), and the values a profile needs make sense, so that
+a file that passes can be keyed, logged, listed and exported without an error later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from adlrec.schemas import Profile
+
+__all__ = ["profile_problem", "read_profile"]
+
+
+def read_profile(path: Path) -> Profile:
+    """One profile from a JSON file: ``adlrec profile --json`` output, or a file ``profiles export`` wrote.
+
+    Raises ``ValueError`` naming the file and what is wrong with it.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; expected one profile as JSON") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise ValueError(f"{path}: the file is empty; expected one profile as JSON (adlrec profile --json)")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); expected one profile as JSON") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to be a profile") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a JSON object holding one profile, got a {type(doc).__name__}")
+    for key, value in (("points", doc.get("points", [])), ("notes", doc.get("notes", []))):
+        if not isinstance(value, list):  # from_dict would take a string's letters for a list
+            raise ValueError(f"{path}: {key}: expected a list, got {_kind(value)}")
+    try:
+        profile = Profile.from_dict(doc)
+    except KeyError as exc:
+        raise ValueError(f"{path}: not a profile: the key {exc.args[0]!r} is missing") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a profile: {exc}") from None
+    problem = profile_problem(profile)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return profile
+
+
+def profile_problem(p: Profile) -> str:
+    """What makes a parsed profile unusable, or an empty string."""
+    problem = _type_problem(p, Profile, "profile")
+    if problem:
+        return problem
+    for name in ("workload", "command", "created_at"):
+        if not getattr(p, name).strip():
+            return f"{name} is empty; expected a non-empty string"
+    if p.device.kind not in ("cpu", "cuda", "emulate"):
+        return f"device kind {p.device.kind!r}: expected cpu, cuda or emulate"
+    if p.device.emulated != (p.device.step_ms is not None):
+        return "device step_ms: expected a number of milliseconds for emulate, and none for cpu or cuda"
+    if p.device.emulated and not p.device.step_ms > 0:
+        return f"an emulated device needs step_ms > 0, got {p.device.step_ms!r}"
+    if p.batch_size < 1 or not p.budget_s > 0 or not 0 < p.rse_target < 1:
+        return "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"
+    if p.hardware.logical_cores < 1:
+        return f"hardware logical_cores {p.hardware.logical_cores}: expected a whole number >= 1"
+    if not p.points:
+        return "the profile has no points; expected one per worker count"
+    workers = [q.workers for q in p.points]
+    if any(w < 0 for w in workers) or len(set(workers)) != len(workers):
+        return f"point workers {workers}: expected distinct whole numbers >= 0"
+    bad = [q.workers for q in p.points if q.throughput < 0]
+    if bad:
+        return f"throughput at workers={bad}: expected a finite number >= 0"
+    try:
+        datetime.fromisoformat(p.created_at)
+    except ValueError:
+        return f"created_at {p.created_at!r}: expected an ISO 8601 time"
+    return ""
+
+
+def _type_problem(value: Any, hint: Any, where: str) -> str:
+    """Whether ``value`` has the type ``hint`` (a record's annotation), recursively; the first mismatch."""
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        for f in dataclasses.fields(hint):
+            problem = _type_problem(getattr(value, f.name), hints[f.name], f"{where}.{f.name}")
+            if problem:
+                return problem
+        return ""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        problems = [_type_problem(value, a, where) for a in args]
+        return "" if "" in problems else problems[0]
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return f"{where}: expected a list, got {_kind(value)}"
+        return next((pr for i, v in enumerate(value) if (pr := _type_problem(v, args[0], f"{where}[{i}]"))), "")
+    if origin is dict:
+        return "" if isinstance(value, dict) else f"{where}: expected an object, got {_kind(value)}"
+    if hint is type(None):
+        return "" if value is None else f"{where}: expected null, got {_kind(value)}"
+    if hint is bool:
+        return "" if isinstance(value, bool) else f"{where}: expected true or false, got {_kind(value)}"
+    if hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return "" if ok else f"{where}: expected a whole number, got {_kind(value)}"
+    if hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return "" if ok else f"{where}: expected a finite number, got {_kind(value)}"
+    if hint is str:
+        return "" if isinstance(value, str) else f"{where}: expected a string, got {_kind(value)}"
+    raise TypeError(f"no check for {hint!r} at {where}")  # a record field of a new type: add it above
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (bool, int, float)):
+        return repr(value)
+    return f"a {type(value).__name__}"

@@ -1,0 +1,108 @@
+"""Reading one profile file for `adlrec profiles import`: every way a file can be wrong is named."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from adlrec.profile.check import read_profile
+from adlrec.schemas import DeviceSpec
+from tests.factories import make_profile
+
+
+def test_reads_what_profile_json_prints_and_what_export_writes(tmp_path):
+    p = make_profile()
+    for extra in ({"run_id": None, "tracking_uri": None}, {"mlflow_run_id": "a" * 32}):
+        f = tmp_path / "p.json"
+        f.write_text(json.dumps(p.to_dict() | extra))
+        assert read_profile(f) == p
+
+
+def _doc(**changes):
+    return make_profile().to_dict() | changes
+
+
+def _nested(section: str, **changes):
+    doc = _doc()
+    return doc | {section: doc[section] | changes}
+
+
+def _point(**changes):
+    doc = _doc()
+    return doc | {"points": [doc["points"][0] | changes, *doc["points"][1:]]}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "the file is empty"),
+        ("{not json", "not JSON (Expecting property name enclosed in double quotes at line 1)"),
+        ("[]", "expected a JSON object holding one profile, got a list"),
+        (json.dumps({k: v for k, v in _doc().items() if k != "points"}), "the key 'points' is missing"),
+        (json.dumps(_doc(points=[])), "the profile has no points"),
+        (json.dumps(_doc(device={"kind": "tpu"})), "device kind 'tpu': expected cpu, cuda or emulate"),
+        (json.dumps(_doc(device={"kind": "emulate", "step_ms": 0})), "an emulated device needs step_ms > 0"),
+        (json.dumps(_doc(created_at="yesterday")), "created_at 'yesterday': expected an ISO 8601 time"),
+        (json.dumps(_doc(budget_s="long")), "not a profile: could not convert string to float"),
+        # wrong types that from_dict lets through, each of which broke a later step (key, log, list)
+        (json.dumps(_point(throughput="12")), "profile.points[0].throughput: expected a finite number, got a str"),
+        (json.dumps(_point(throughput=None)), "profile.points[0].throughput: expected a finite number, got null"),
+        (json.dumps(_point(workers=1.0)), "profile.points[0].workers: expected a whole number, got 1.0"),
+        (json.dumps(_point(stable=1)), "profile.points[0].stable: expected true or false, got 1"),
+        (json.dumps(_nested("hardware", memory_gb="lots")), "profile.hardware.memory_gb: expected a finite number"),
+        (json.dumps(_nested("baseline", ceiling="x")), "profile.baseline.ceiling: expected a finite number"),
+        (json.dumps(_doc(workload=None)), "profile.workload: expected a string, got null"),
+        (json.dumps(_doc(command="  ")), "command is empty; expected a non-empty string"),
+        (json.dumps(_doc(notes="abc")), "notes: expected a list, got a str"),
+        (json.dumps(_doc(points={"0": {}})), "points: expected a list, got a dict"),
+        (json.dumps(_doc(device={"kind": "emulate", "step_ms": True})), "profile.device.step_ms: expected a finite"),
+        (json.dumps(_doc(device={"kind": "cuda", "step_ms": 5})), "expected a number of milliseconds for emulate"),
+        (json.dumps(_doc(batch_size=-8)), "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"),
+        (json.dumps(_doc(budget_s=float("inf"))), "profile.budget_s: expected a finite number, got inf"),
+        (json.dumps(_point(throughput=float("nan"))), "profile.points[0].throughput: expected a finite number"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply to be a profile"),
+    ],
+)
+def test_a_wrong_file_is_named_with_what_is_wrong(tmp_path, text, message):
+    f = tmp_path / "p.json"
+    f.write_text(text)
+    with pytest.raises(ValueError) as info:
+        read_profile(f)
+    assert str(info.value).startswith(f"{f}: ") and message in str(info.value)
+
+
+def test_points_must_be_distinct_worker_counts_with_finite_throughput(tmp_path):
+    p = make_profile()
+    f = tmp_path / "p.json"
+    twice = replace(p, points=(p.points[0], p.points[0]))
+    f.write_text(json.dumps(twice.to_dict()))
+    with pytest.raises(ValueError, match=r"point workers \[0, 0\]: expected distinct whole numbers >= 0"):
+        read_profile(f)
+    negative = replace(p, points=(replace(p.points[0], throughput=-1.0),))
+    f.write_text(json.dumps(negative.to_dict()))
+    with pytest.raises(ValueError, match=r"throughput at workers=\[0\]: expected a finite number >= 0"):
+        read_profile(f)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(ValueError, match="cannot read it: No such file or directory"):
+        read_profile(tmp_path / "absent.json")
+
+
+def test_cuda_and_cpu_profiles_read_back(tmp_path):
+    for device in (DeviceSpec("cuda"), DeviceSpec("cpu")):
+        p = make_profile(device=device)
+        f = tmp_path / "p.json"
+        f.write_text(json.dumps(p.to_dict()))
+        assert read_profile(f) == p
+
+
+def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ValueError, match=f"^{f}: not UTF-8 text"):
+        read_profile(f)
+    with pytest.raises(ValueError, match=f"^{tmp_path}: cannot read it: Is a directory"):
+        read_profile(tmp_path)
