@@ -13,10 +13,10 @@ import json
 import math
 import types
 import typing
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from adlrec.profile.library import measured_at
 from adlrec.schemas import Profile
 
 __all__ = ["profile_problem", "read_profile"]
@@ -85,7 +85,7 @@ def profile_problem(p: Profile) -> str:
     if bad:
         return f"throughput at workers={bad}: expected a finite number >= 0"
     try:
-        datetime.fromisoformat(p.created_at)
+        measured_at(p)
     except ValueError:
         return f"created_at {p.created_at!r}: expected an ISO 8601 time"
     return ""

@@ -68,8 +68,12 @@ def newest_per_key(items: Iterable[T], profile_of: Callable[[T], Profile]) -> di
 
 
 def measured_at(p: Profile) -> datetime:
-    """When the profile was measured (``created_at``; a time without a zone is read as UTC)."""
-    t = datetime.fromisoformat(p.created_at)
+    """When the profile was measured (``created_at``; a time without a zone is read as UTC).
+
+    Raises ``ValueError`` if ``created_at`` is not an ISO 8601 time.
+    """
+    text = p.created_at
+    t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)  # Python 3.10 lacks Z
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 

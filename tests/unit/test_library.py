@@ -22,3 +22,9 @@ def test_of_two_measured_at_the_same_time_the_first_wins():
     a, b = make_profile(throughputs=(1.0, 2.0)), make_profile(throughputs=(3.0, 4.0))
     assert list(newest_per_key([a, b], lambda p: p).values()) == [a]
     assert list(newest_per_key([b, a], lambda p: p).values()) == [b]
+
+
+def test_a_time_in_z_form_is_the_same_utc_time():
+    a = replace(make_profile(), created_at="2026-12-04T16:46:45Z")
+    b = replace(make_profile(), created_at="2026-12-04T16:46:45+00:00")
+    assert measured_at(a) == measured_at(b)
