@@ -20,6 +20,9 @@ Between the two, a second workload that is not ours (skipped if profiles/publish
   curves    Synergy's published CPU-sensitivity tables, measured on GPU servers (profiles/published/
             synergy.json: 10 models, image/language/speech drawn 34/33/33% as in Synergy's simulator)
   node      Synergy's server: 8 GPUs, 24 cores; the trace otherwise as above
+and a third, ours again but narrower (skipped if profiles/ holds no cuda profile):
+  curves    only the profiles measured with a real training step on a GPU (device cuda)
+  node      8 GPUs with 32 cores, then 16; the trace otherwise as above
 """
 
 from __future__ import annotations
@@ -55,6 +58,15 @@ from adlrec.simulate.published import load_published
 
 ORDER = ["even", "proportional", "fixed", "greedy", "maxmin", "optimal"]
 BETTER = {"throughput_vs_base_pct": max, "makespan_vs_base_pct": max, "mean_jct_s": min}
+
+
+def workers_to_ceiling(files) -> str:
+    """How heavy the profiles' loaders are: workers per GPU each needs to reach its compute ceiling."""
+    need = sorted(p.ceiling / p.worker_rate for p in (pipeline_params(prof) for _, prof in files))
+    return (
+        f"loader workers per GPU to reach the compute ceiling (C / p): median {statistics.median(need):.1f}, "
+        f"range {need[0]:.1f}..{need[-1]:.1f} over {len(need)} profiles"
+    )
 
 
 def run(seeds, jobs, files, catalog, node, config, draw_node=None, **spec):
@@ -160,11 +172,7 @@ def main() -> int:
         console.print(f"no accelerator profiles in {args.profiles}/: nothing to simulate")
         return 1
     console.print(f"profiles drawn: {', '.join(names)} (curves derived from measured profile parameters)")
-    need = sorted(p.ceiling / p.worker_rate for p in (pipeline_params(prof) for _, prof in trace_profiles(files)))
-    console.print(
-        f"loader workers per GPU to reach the compute ceiling (C / p): median {statistics.median(need):.1f}, "
-        f"range {need[0]:.1f}..{need[-1]:.1f} over {len(need)} profiles"
-    )
+    console.print(workers_to_ceiling(trace_profiles(files)))
     base = SimConfig()
     node = Node()
     main_runs = run(args.seeds, args.jobs, files, catalog, node, base)
@@ -195,6 +203,22 @@ def main() -> int:
         console.print(versus(per_seed))
         misses = optimal_is_best(per_seed)
         console.print("optimal best on every trace: " + ("yes" if not misses else "no: " + "; ".join(misses)))
+
+    gpu_files = [(name, prof) for name, prof in files if prof.device.kind == "cuda"]
+    if gpu_files:
+        console.print(
+            f"GPU-measured workload: the trace drawn from the {len(gpu_files)} profiles measured with a real "
+            f"training step on a GPU ({', '.join(n for n, _ in gpu_files)}); {workers_to_ceiling(gpu_files)}"
+        )
+        for cores in (32, 16):
+            per_seed = run(args.seeds, args.jobs, gpu_files, catalog, replace(node, cores=cores), base)
+            console.print(
+                summary(f"summary over seeds {args.seeds}: GPU-measured curves, 8 GPUs, {cores} cores", per_seed)
+            )
+            console.print(headroom(per_seed))
+            console.print(versus(per_seed))
+            misses = optimal_is_best(per_seed)
+            console.print("optimal best on every trace: " + ("yes" if not misses else "no: " + "; ".join(misses)))
 
     variants = [
         ("same traces, 24 cores (3 per GPU)", replace(node, cores=24), base, {}),
