@@ -217,18 +217,19 @@ def _import(profiles: list[tuple[Path, Profile]], settings: Settings, tracker: T
     stored = {ident(r.profile): r.run_id for r in tracker.profiles()}
     logged = 0
     for f, p in profiles:
-        if ident(p) in stored:
-            print(f"{f}: already in the store as run {stored[ident(p)]}; skipped")
+        key = ident(p)
+        if key in stored:
+            print(f"{f}: already in the store as run {stored[key]}; skipped")
             continue
         try:
-            stored[ident(p)] = tracker.log_profile(p)
+            stored[key] = tracker.log_profile(p)
         except TrackingError as exc:
             raise TrackingError(
                 f"{f}: {exc}; the {logged} files before it were imported, and the same command again "
                 "imports the rest (those already stored are skipped)"
             ) from exc
         logged += 1
-        print(f"{f}: logged as run {stored[ident(p)]} ({p.workload} on {p.device.title}; {p.hardware.summary})")
+        print(f"{f}: logged as run {stored[key]} ({p.workload} on {p.device.title}; {p.hardware.summary})")
     print(
         f"imported {logged} of {len(profiles)} profiles into experiment {settings.experiment!r} at "
         f"{tracker.tracking_uri}; `adlrec profiles export` writes them to profiles/"
