@@ -111,6 +111,10 @@ class Baseline:
     fetch_cached_s: float  # seconds per sample to read the same bytes from the page cache
     fetch_bytes: float  # mean raw bytes per sample
     fetch_method: str  # how "cold" was obtained, e.g. "posix_fadvise(DONTNEED)", or why not measured
+    # the ceiling measured again after the last point: a machine whose speed changed during the sweep
+    # shows here (None in profiles from before this check)
+    ceiling_end: float | None = None
+    ceiling_end_rse: float | None = None
 
     @property
     def fetch_extra_s(self) -> float:

@@ -131,7 +131,11 @@ class Tracker:
                     "fetch_bytes": b.fetch_bytes,
                     "best_workers": best.workers,
                     "best_throughput": best.throughput,
+                    "enough_workers": profile.enough().workers,
+                    "ceiling_end": b.ceiling_end,
+                    "ceiling_end_rse": b.ceiling_end_rse,
                 }.items()
+                if v is not None
             ]
             for i in range(0, len(metrics), 900):  # MLflow caps a batch at 1000 entries
                 self.client.log_batch(

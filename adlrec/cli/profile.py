@@ -154,7 +154,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     console = stdout()
     console.print(profile_table(profile))
     for note in profile.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
     best, enough = profile.best, profile.enough()
     line = f"best: {best.workers} workers, {best.throughput:,.1f} samples/s"
     if enough.workers != best.workers:

@@ -7,6 +7,7 @@ import io
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from adlrec.schemas import Profile, ProfilePoint
@@ -30,13 +31,18 @@ def _fmt(v: object) -> object:
     return f"{v:.6g}" if isinstance(v, float) else v
 
 
+def _then(ceiling_end: float | None) -> str:
+    return "" if ceiling_end is None else f"; {ceiling_end:,.1f} again after the sweep"
+
+
 def profile_table(profile: Profile) -> Table:
     b = profile.baseline
     title = f"{profile.workload} on {profile.device.title}: batch {profile.batch_size}"
     caption = (
-        f"ceiling {b.ceiling:,.1f} samples/s (no loader) · in-process loader {b.prep_rate:,.1f} samples/s · "
+        f"ceiling {b.ceiling:,.1f} samples/s (no loader{_then(b.ceiling_end)}) · "
+        f"in-process loader {b.prep_rate:,.1f} samples/s · "
         f"fetch {b.fetch_cold_s * 1e3:.3f} ms/sample cold, {b.fetch_cached_s * 1e3:.3f} cached "
-        f"[{b.fetch_method}]\n{profile.hardware.summary}"
+        f"{escape(f'[{b.fetch_method}]')}\n{escape(profile.hardware.summary)}"
     )
     if profile.device.emulated:
         caption += f"\nEMULATED: each training step is a {profile.device.step_ms:g} ms wait; data loading is real"

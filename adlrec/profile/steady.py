@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Estimate", "estimate_rate", "warmup_end"]
+__all__ = ["Estimate", "drift", "estimate_rate", "warmup_end"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +78,17 @@ def estimate_rate(durations: Sequence[float], sizes: Sequence[int], groups: int 
     var = sum((r - mean) ** 2 for r in group_rates) / (k - 1)
     rse = math.sqrt(var / k) / mean if mean > 0 else math.inf
     return Estimate(rate=rate, rse=rse, batches=n, seconds=total_t)
+
+
+def drift(first: float, first_rse: float, last: float, last_rse: float, floor: float) -> float | None:
+    """The relative change from ``first`` to ``last`` (two measurements of one rate, each with its
+    relative standard error) if it is larger than their errors explain, else ``None``.
+
+    Larger means beyond three combined standard errors and beyond ``floor`` (the precision a
+    measurement is taken to, so that two very tight measurements a percent apart do not count).
+    """
+    if not (first > 0 and last > 0):
+        return None
+    change = last / first - 1.0
+    limit = max(floor, 3.0 * math.hypot(first_rse, last_rse))
+    return change if abs(change) > limit else None

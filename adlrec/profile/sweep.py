@@ -5,7 +5,9 @@ Order of work, each part measured to a steady state (see :mod:`adlrec.profile.me
 1. fetch cost: the dataset's raw files read cold, then cached;
 2. the compute ceiling: training steps on one batch already on the device, no loader;
 3. for each worker count ``w`` from 0 to ``max_workers``: the loader alone (preprocessing rate,
-   half the budget) and training with the loader (throughput, the full budget).
+   half the budget) and training with the loader (throughput, the full budget);
+4. the compute ceiling again: if it moved by more than the two measurements' errors, the machine's
+   speed changed during the sweep, and the profile's notes say so.
 
 Nothing is logged here; the caller logs the finished :class:`~adlrec.schemas.Profile` in one go, so
 a sweep that fails leaves no half curve behind.
@@ -31,6 +33,7 @@ from adlrec.profile.device import make_step
 from adlrec.profile.fetch import FetchCost, measure_fetch
 from adlrec.profile.hardware import detect_hardware
 from adlrec.profile.meter import EndlessSampler, Measurement, describe_error, measure, worker_init
+from adlrec.profile.steady import drift
 from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
 
 __all__ = ["Progress", "default_max_workers", "profile_job"]
@@ -152,7 +155,7 @@ def profile_job(
     hardware = hardware or detect_hardware()
     if max_workers is None:
         max_workers = default_max_workers(hardware.logical_cores)
-    total = 2 + 2 * (max_workers + 1)
+    total = 3 + 2 * (max_workers + 1)
     done = 0
 
     def report(stage: str) -> None:
@@ -194,11 +197,20 @@ def profile_job(
                 main_rss_mb=train.usage.main_rss_mb,
             )
         )
+    ceiling_end = bench.ceiling(budget)  # the bookend: did the machine's speed hold over the sweep?
+    report("ceiling again")
     prep0 = points[0].prep_rate
 
     notes = []
     if device.emulated:
         notes.append(f"training step emulated by a {device.step_ms:g} ms wait; data loading is real")
+    moved = drift(ceiling.rate, ceiling.rse, ceiling_end.rate, ceiling_end.rse, settings.rse_target)
+    if moved is not None:
+        notes.append(
+            f"the compute ceiling moved from {ceiling.rate:,.1f} to {ceiling_end.rate:,.1f} samples/s ({moved:+.0%}) "
+            "between the sweep's start and end: the machine's speed changed while it ran, so the points "
+            "may differ by more than their own errors; profile again on a quieter machine, or compare two sweeps"
+        )
     unstable = [p.workers for p in points if not p.stable]
     if unstable:
         notes.append(
@@ -220,6 +232,8 @@ def profile_job(
             fetch_cached_s=fetch.cached_s,
             fetch_bytes=fetch.bytes_per_sample,
             fetch_method=fetch.method,
+            ceiling_end=ceiling_end.rate,
+            ceiling_end_rse=ceiling_end.rse,
         ),
         points=tuple(points),
         budget_s=settings.point_budget_s,

@@ -53,6 +53,8 @@ def test_sweep_logs_one_complete_curve(tiny_job_path, store, capsys):
     assert all(m.value > 0 for m in history)
     for key in ("stall_fraction", "prep_share", "fetch_share", "cpu_util", "worker_uss_mb"):
         assert len(tracker.client.get_metric_history(run.info.run_id, key)) == 3
+    for key in ("ceiling", "ceiling_end", "enough_workers"):  # the ceiling again after the sweep, too
+        assert len(tracker.client.get_metric_history(run.info.run_id, key)) == 1
     uss = {m.step: m.value for m in tracker.client.get_metric_history(run.info.run_id, "worker_uss_mb")}
     assert uss[0] == 0.0 and uss[1] > 0 and uss[2] > 0  # real worker processes were measured
 
@@ -161,3 +163,15 @@ def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp
     runs = tracker.runs(include_incomplete=True)
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
     assert tracker.runs() == [] and tracker.profiles() == []
+
+
+def test_a_machine_that_slows_during_the_sweep_is_named_in_the_notes(tmp_path, capsys):
+    """The ceiling is measured again after the last point; a step that slowed in between shows there."""
+    slowing = Path(__file__).parent.parent / "fixtures" / "slowing_job.py"
+    args = ["profile", str(slowing), "--device", "cpu", "--budget", "0.4", "--max-workers", "2", "--no-log"]
+    assert main([*args, "--json", "--data-dir", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    b = data["baseline"]
+    assert b["ceiling_end"] < b["ceiling"] / 2  # 6 ms steps at the end against 2 ms at the start
+    (note,) = [n for n in data["notes"] if "compute ceiling moved" in n]
+    assert "between the sweep's start and end" in note

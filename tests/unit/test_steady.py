@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from adlrec.profile.steady import estimate_rate, warmup_end
+from adlrec.profile.steady import drift, estimate_rate, warmup_end
 
 
 def test_constant_batches_give_exact_rate_and_zero_error():
@@ -62,3 +62,11 @@ def test_warmup_needs_both_batches_and_seconds():
     assert warmup_end([], min_batches=0, min_seconds=0.0) == 0
     with pytest.raises(ValueError):
         warmup_end([0.1], min_batches=-1, min_seconds=0)
+
+
+def test_drift_is_a_change_beyond_both_errors_and_the_floor():
+    assert drift(100.0, 0.01, 80.0, 0.01, 0.05) == pytest.approx(-0.2)  # the H200 plateau's size of move
+    assert drift(100.0, 0.01, 104.0, 0.01, 0.05) is None  # inside the 5% floor
+    assert drift(100.0, 0.05, 80.0, 0.05, 0.05) is None  # inside 3 combined errors (21%)
+    assert drift(100.0, 0.05, 75.0, 0.05, 0.05) == pytest.approx(-0.25)
+    assert drift(0.0, 0.01, 80.0, 0.01, 0.05) is None  # nothing to compare with
