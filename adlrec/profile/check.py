@@ -2,7 +2,8 @@
 
 A file may come from another machine, another version or a hand edit.  Everything in it is checked
 before anything is stored: every field of the records it becomes has the type the record declares
-(numbers finite, ``bool`` not taken for a number), and the values a profile needs make sense, so that
+(numbers finite, but for relative standard errors, which are infinite when too few batches came to
+estimate them; ``bool`` never taken for a number), and the values a profile needs make sense, so that
 a file that passes can be keyed, logged, listed and exported without an error later.
 """
 
@@ -118,8 +119,11 @@ def _type_problem(value: Any, hint: Any, where: str) -> str:
         ok = isinstance(value, int) and not isinstance(value, bool)
         return "" if ok else f"{where}: expected a whole number, got {_kind(value)}"
     if hint is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        return "" if ok else f"{where}: expected a finite number, got {_kind(value)}"
+        # a relative standard error is infinite when too few batches came to estimate it (steady.py)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+        if where.endswith("rse"):
+            return "" if number else f"{where}: expected a number (inf: not estimated), got {_kind(value)}"
+        return "" if number and math.isfinite(value) else f"{where}: expected a finite number, got {_kind(value)}"
     if hint is str:
         return "" if isinstance(value, str) else f"{where}: expected a string, got {_kind(value)}"
     raise TypeError(f"no check for {hint!r} at {where}")  # a record field of a new type: add it above

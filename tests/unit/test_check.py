@@ -99,6 +99,18 @@ def test_cuda_and_cpu_profiles_read_back(tmp_path):
         assert read_profile(f) == p
 
 
+def test_an_error_that_could_not_be_estimated_is_infinite_and_accepted(tmp_path):
+    """A point that ran out of budget with too few batches has rse = inf (steady.py); json writes Infinity."""
+    p = make_profile()
+    p = replace(p, points=(replace(p.points[0], rse=float("inf"), stable=False), *p.points[1:]))
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(p.to_dict()))
+    assert read_profile(f) == p
+    f.write_text(json.dumps(_point(rse=float("nan"))))
+    with pytest.raises(ValueError, match=r"profile.points\[0\].rse: expected a number \(inf: not estimated\), got nan"):
+        read_profile(f)
+
+
 def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
     f = tmp_path / "p.json"
     f.write_bytes(b"\xff\xfe{}")
