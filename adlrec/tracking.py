@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -135,7 +136,7 @@ class Tracker:
                     "ceiling_end": b.ceiling_end,
                     "ceiling_end_rse": b.ceiling_end_rse,
                 }.items()
-                if v is not None
+                if v is not None and math.isfinite(v)  # an error not estimated (inf) is in profile.json only
             ]
             for i in range(0, len(metrics), 900):  # MLflow caps a batch at 1000 entries
                 self.client.log_batch(

@@ -25,10 +25,14 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def _no_ambient_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests choose their store explicitly; an MLFLOW_TRACKING_URI from the shell must not leak in."""
-    for var in ("MLFLOW_TRACKING_URI", "ADLREC_TRACKING_URI", "ADLREC_DATA_DIR", "ADLREC_EXPERIMENT"):
-        monkeypatch.delenv(var, raising=False)
+def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests choose their store and settings explicitly: an MLFLOW_TRACKING_URI or an ADLREC_ setting
+    from the shell (a budget, a warm-up, an rse target) must not leak in."""
+    from adlrec.config import Settings
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for name in Settings.model_fields:
+        monkeypatch.delenv(f"ADLREC_{name.upper()}", raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -34,8 +34,9 @@ class ProbeResult:
 
 
 def sweep_budget(point_budget_s: float, max_workers: int) -> float:
-    """Measurement seconds a full sweep is budgeted: the ceiling, then 1.5 budgets per worker count."""
-    return point_budget_s * (1 + 1.5 * (max_workers + 1))
+    """Measurement seconds a full sweep is budgeted: the ceiling, 1.5 budgets per worker count, and the
+    ceiling again (sweep.py)."""
+    return point_budget_s * (2 + 1.5 * (max_workers + 1))
 
 
 def probe_budget(point_budget_s: float, max_workers: int) -> float:

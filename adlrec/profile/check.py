@@ -22,6 +22,9 @@ from adlrec.schemas import Profile
 
 __all__ = ["profile_problem", "read_profile"]
 
+# relative standard errors: infinite when too few batches came to estimate one (steady.py)
+_ERRORS = frozenset({"rse", "ceiling_rse", "ceiling_end_rse"})
+
 
 def read_profile(path: Path) -> Profile:
     """One profile from a JSON file: ``adlrec profile --json`` output, or a file ``profiles export`` wrote.
@@ -119,10 +122,10 @@ def _type_problem(value: Any, hint: Any, where: str) -> str:
         ok = isinstance(value, int) and not isinstance(value, bool)
         return "" if ok else f"{where}: expected a whole number, got {_kind(value)}"
     if hint is float:
-        # a relative standard error is infinite when too few batches came to estimate it (steady.py)
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-        if where.endswith("rse"):
-            return "" if number else f"{where}: expected a number (inf: not estimated), got {_kind(value)}"
+        if where.rsplit(".", 1)[-1] in _ERRORS:
+            ok = number and value >= 0
+            return "" if ok else f"{where}: expected a number >= 0 (inf: not estimated), got {_kind(value)}"
         return "" if number and math.isfinite(value) else f"{where}: expected a finite number, got {_kind(value)}"
     if hint is str:
         return "" if isinstance(value, str) else f"{where}: expected a string, got {_kind(value)}"

@@ -37,7 +37,7 @@ def _then(ceiling_end: float | None) -> str:
 
 def profile_table(profile: Profile) -> Table:
     b = profile.baseline
-    title = f"{profile.workload} on {profile.device.title}: batch {profile.batch_size}"
+    title = escape(f"{profile.workload} on {profile.device.title}: batch {profile.batch_size}")
     caption = (
         f"ceiling {b.ceiling:,.1f} samples/s (no loader{_then(b.ceiling_end)}) · "
         f"in-process loader {b.prep_rate:,.1f} samples/s · "

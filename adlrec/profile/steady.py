@@ -84,11 +84,12 @@ def drift(first: float, first_rse: float, last: float, last_rse: float, floor: f
     """The relative change from ``first`` to ``last`` (two measurements of one rate, each with its
     relative standard error) if it is larger than their errors explain, else ``None``.
 
-    Larger means beyond three combined standard errors and beyond ``floor`` (the precision a
-    measurement is taken to, so that two very tight measurements a percent apart do not count).
+    Larger means a log ratio beyond three combined standard errors (a relative error is the standard
+    error of the log rate, so a halving and a doubling weigh the same, and a rate that fell tenfold
+    counts even when both were measured to 30%) and beyond ``floor`` (the precision a measurement is
+    taken to, so that two very tight measurements a percent apart do not count).
     """
     if not (first > 0 and last > 0):
         return None
-    change = last / first - 1.0
     limit = max(floor, 3.0 * math.hypot(first_rse, last_rse))
-    return change if abs(change) > limit else None
+    return last / first - 1.0 if abs(math.log(last / first)) > limit else None

@@ -106,9 +106,10 @@ def test_an_error_that_could_not_be_estimated_is_infinite_and_accepted(tmp_path)
     f = tmp_path / "p.json"
     f.write_text(json.dumps(p.to_dict()))
     assert read_profile(f) == p
-    f.write_text(json.dumps(_point(rse=float("nan"))))
-    with pytest.raises(ValueError, match=r"profile.points\[0\].rse: expected a number \(inf: not estimated\), got nan"):
-        read_profile(f)
+    for bad in (float("nan"), float("-inf"), -0.5):
+        f.write_text(json.dumps(_point(rse=bad)))
+        with pytest.raises(ValueError, match=r"profile.points\[0\].rse: expected a number >= 0 \(inf: not estimated\)"):
+            read_profile(f)
 
 
 def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):

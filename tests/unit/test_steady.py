@@ -67,6 +67,9 @@ def test_warmup_needs_both_batches_and_seconds():
 def test_drift_is_a_change_beyond_both_errors_and_the_floor():
     assert drift(100.0, 0.01, 80.0, 0.01, 0.05) == pytest.approx(-0.2)  # the H200 plateau's size of move
     assert drift(100.0, 0.01, 104.0, 0.01, 0.05) is None  # inside the 5% floor
-    assert drift(100.0, 0.05, 80.0, 0.05, 0.05) is None  # inside 3 combined errors (21%)
+    assert drift(100.0, 0.05, 81.0, 0.05, 0.05) is None  # |ln 0.81| = 0.21, inside 3 combined errors (0.212)
     assert drift(100.0, 0.05, 75.0, 0.05, 0.05) == pytest.approx(-0.25)
+    assert drift(100.0, 0.3, 10.0, 0.3, 0.05) == pytest.approx(-0.9)  # tenfold, though each was 30% off
+    assert drift(100.0, 0.01, 200.0, 0.01, 0.05) == pytest.approx(1.0)  # faster counts too
+    assert drift(100.0, math.inf, 10.0, 0.01, 0.05) is None  # an error not estimated: nothing to say
     assert drift(0.0, 0.01, 80.0, 0.01, 0.05) is None  # nothing to compare with
