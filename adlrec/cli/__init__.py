@@ -1,7 +1,7 @@
 """The ``adlrec`` command line: one module per command group, assembled here.
 
 Every mistake in the user's input ends in one line on stderr and exit code 2; an interrupt ends
-with 130 and nothing logged.  Heavy imports (torch, mlflow) happen inside the commands, so
+with 130 and nothing logged; a closed pipe on stdout (``| head``) ends quietly with 141.  Heavy imports (torch, mlflow) happen inside the commands, so
 ``adlrec --help`` is instant.
 """
 
@@ -44,3 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("adlrec: interrupted; nothing was logged for the unfinished work", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`adlrec profiles list | head`): not an error to report.
+        # Point stdout at /dev/null so that flushing it at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # as a process killed by SIGPIPE, which is what a shell pipeline expects

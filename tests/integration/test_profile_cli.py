@@ -176,3 +176,23 @@ def test_a_machine_that_slows_during_the_sweep_is_named_in_the_notes(tmp_path, c
     assert b["ceiling_end"] < b["ceiling"] / 2  # 60 ms steps at the end against no wait at the start
     (note,) = [n for n in data["notes"] if "compute ceiling moved" in n]
     assert "samples/s (-" in note and "between the sweep's start and end" in note  # it slowed
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
+    """`adlrec profiles list | head -1`: the closed pipe is the reader's choice, not an error to show."""
+    r, w = os.pipe()
+    os.close(r)  # every write to stdout now fails with a broken pipe
+    try:
+        env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+        done = subprocess.run(
+            [sys.executable, "-m", "adlrec.cli", "profiles", "list", "--data-dir", str(tmp_path)],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
