@@ -1,8 +1,8 @@
 """The ``adlrec`` command line: one module per command group, assembled here.
 
 Every mistake in the user's input ends in one line on stderr and exit code 2; an interrupt ends
-with 130 and nothing logged; a closed pipe on stdout (``| head``) ends quietly with 141.  Heavy imports (torch, mlflow) happen inside the commands, so
-``adlrec --help`` is instant.
+with 130 and nothing logged; a closed pipe on stdout (``| head``) ends quietly with 141.  Heavy
+imports (torch, mlflow) happen inside the commands, so ``adlrec --help`` is instant.
 """
 
 from __future__ import annotations
