@@ -16,6 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = ["Settings", "load_settings"]
 
 
+# The MLflow experiment `adlrec simulate --log-mlflow` logs to, unless --experiment names another.
+SIMULATION_EXPERIMENT = "adlrec-simulations"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ADLREC_", extra="forbid", frozen=True, populate_by_name=True)
 

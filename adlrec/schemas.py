@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -222,6 +224,15 @@ def _field_names(cls: type) -> set[str]:
 OBJECTIVES = ("busy_gpus", "throughput", "weighted")
 
 
+def _whole_numbers(record: Any, what: str, *fields: str) -> None:
+    """Raise ``ValueError`` naming the first of ``fields`` that is neither None nor a whole number (an int,
+    not a bool; ``8.0`` is refused too, since a plan is in whole workers, cores and MB)."""
+    for name in fields:
+        value = getattr(record, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise ValueError(f"{what}: {name} must be a whole number, got {value!r}")
+
+
 @dataclass(frozen=True)
 class JobDemand:
     """One running job as the allocator sees it: its predicted curve, its needs and its bounds."""
@@ -238,6 +249,17 @@ class JobDemand:
     main_cores: int = 1  # cores its main (training) processes need: one per rank, not available to workers
 
     def __post_init__(self) -> None:
+        _whole_numbers(
+            self,
+            f"job {self.job_id!r}",
+            "gpus",
+            "min_workers",
+            "max_workers",
+            "mem_per_worker_mb",
+            "current_workers",
+            "requested_workers",
+            "main_cores",
+        )
         if not self.curve:
             raise ValueError(f"job {self.job_id!r}: curve must have at least the w=0 point")
         if any(not (t >= 0 and t < float("inf")) for t in self.curve):
@@ -284,12 +306,15 @@ class AllocationRequest:
     threshold: float = 0.0  # hysteresis: a change must gain this fraction of the job's full-speed value
 
     def __post_init__(self) -> None:
+        _whole_numbers(self, "request", "cores", "memory_mb")
         if self.cores < 0 or self.memory_mb < 0:
             raise ValueError("cores and memory_mb must be >= 0")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if not self.threshold >= 0:
-            raise ValueError(f"threshold must be >= 0, got {self.threshold}")
+        if not (self.threshold >= 0 and math.isfinite(self.threshold)):
+            raise ValueError(
+                f"threshold must be a finite number >= 0 (a fraction of a job's full-speed value), got {self.threshold}"
+            )
         ids = [j.job_id for j in self.jobs]
         if len(set(ids)) != len(ids):
             raise ValueError("job ids must be unique")

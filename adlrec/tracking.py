@@ -424,7 +424,6 @@ class _uris:
 
 
 # -- simulations (adlrec simulate --log-mlflow) --------------------------------------------------
-SIMULATION_EXPERIMENT = "adlrec-simulations"
 SIMULATION_ARTIFACT = "comparison.csv"
 
 

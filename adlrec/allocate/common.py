@@ -57,12 +57,14 @@ def build_plan(
     paid = sum(penalty(j, request) for j, w in zip(request.jobs, workers, strict=True) if w != j.current_workers)
     reasons = {}
     for i, (j, w) in enumerate(zip(request.jobs, workers, strict=True)):
-        share = j.curve[w] / j.peak if j.peak > 0 else 1.0
         if j.current_workers is None or j.current_workers == w:
             what = f"{w} worker{'' if w == 1 else 's'}"
         else:
             what = f"{j.current_workers} -> {w} workers"
-        reason = f"{what}, {share:.0%} of its peak"
+        if j.peak > 0:
+            reason = f"{what}, {j.curve[w] / j.peak:.0%} of its peak"
+        else:
+            reason = f"{what}; its curve is zero at every count (no throughput predicted)"
         note = notes[i] if notes else ""
         reasons[j.job_id] = f"{reason}; {note}" if note else reason
     return AllocationPlan(

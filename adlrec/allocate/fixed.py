@@ -1,7 +1,9 @@
 """``fixed``: every job keeps the ``num_workers`` its script asked for; what users do today.
 
 It ignores the node's core and memory budgets on purpose (``plan.cores_used`` can exceed the node's
-cores): the simulator then shows what that oversubscription costs.  Only per-job bounds apply.
+cores, ``plan.memory_used_mb`` its memory; the reason says so): the simulator then shows what the
+core oversubscription costs (it models no cost for memory: swapping or the OOM killer are beyond it).
+Only per-job bounds apply.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ def fixed(request: AllocationRequest) -> AllocationPlan:
     workers = [min(max(j.requested_workers, j.min_workers), j.hi) for j in request.jobs]
     used = sum(workers) + sum(j.main_cores for j in request.jobs)
     note = "as its script asked"
+    over = []
     if used > request.cores:
-        note += f" (node oversubscribed: {used} processes on {request.cores} cores)"
+        over.append(f"{used} processes on {request.cores} cores")
+    mem = sum(w * j.mem_per_worker_mb for w, j in zip(workers, request.jobs, strict=True))
+    if mem > request.memory_mb:
+        over.append(f"workers need {mem} MB of {request.memory_mb} MB")
+    if over:
+        note += f" (node oversubscribed: {'; '.join(over)})"
     return build_plan(request, "fixed", workers, [note] * len(workers))

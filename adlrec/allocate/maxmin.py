@@ -4,11 +4,13 @@ Phase 1 finds the highest level ``L`` such that every job can reach ``min(L, its
 share)`` at once within the core and memory budgets, giving each job the fewest workers that reach it
 (a binary search over the levels the curves take; a higher level never needs fewer workers, so
 feasibility is monotone).  Phase 2 spends the cores left over one at a time by objective gain, as
-``greedy`` does.  The hysteresis threshold applies only in phase 2: fairness comes first.
+``greedy`` does.  The hysteresis threshold applies only in phase 2, which never takes a job below the
+share phase 1 gave it: fairness comes first.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from itertools import accumulate
 
@@ -24,6 +26,18 @@ def _shares(job: JobDemand) -> list[float]:
     peak = job.peak
     norm = [t / peak if peak > 0 else 1.0 for t in job.curve[job.min_workers : job.hi + 1]]
     return list(accumulate(norm, max))
+
+
+def _at_least(job: JobDemand, values: list[float], share: float) -> list[float]:
+    """``values`` with every count whose share of the peak is below ``share`` ruled out (-inf).
+
+    Phase 2 must not trade a job's fair share for the hysteresis: without this, keeping a current count
+    past the fair one (say 3 workers at 89% of the peak, where 2 reach 100%) can look like a gain.
+    """
+    peak = job.peak
+    return [
+        v if (t / peak if peak > 0 else 1.0) >= share else -math.inf for v, t in zip(values, job.curve, strict=True)
+    ]
 
 
 def maxmin(request: AllocationRequest) -> AllocationPlan:
@@ -49,7 +63,10 @@ def maxmin(request: AllocationRequest) -> AllocationPlan:
         else:
             hi = mid - 1
     level = min((p[w - j.min_workers] for j, p, w in zip(jobs, prefix, best, strict=True)), default=1.0)
-    values = [penalised_values(j, request) for j in jobs]
+    values = [
+        _at_least(j, penalised_values(j, request), p[w - j.min_workers])
+        for j, p, w in zip(jobs, prefix, best, strict=True)
+    ]
     workers = fill_by_gain(request, list(best), values)
     notes = [f"fair level {level:.0%} of peak, then gain" for _ in jobs]
     return build_plan(request, "maxmin", workers, notes)

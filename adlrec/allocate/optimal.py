@@ -17,11 +17,14 @@ could use (the ``B`` workers placed on the most memory-hungry jobs) exceeds ``M`
 O(jobs x cores x max_workers x M / g) time and one (cores x M / g) table per job of memory, from which
 the choices are recovered by recomputing each stage's sum.  Per-worker memory in round units (e.g.
 multiples of 100 MB) keeps ``M / g`` small; a ``g`` of 1 MB on a node with hundreds of GB does not.
+When the tables would pass :data:`MEMORY_CELLS` cells, memory is counted in the coarser step that
+fits, each job's per-worker memory rounded up to it: the plan still fits the budget, and it is the
+optimum of that slightly stricter problem (the plan's reason says so).
 
 Worker counts that are worth no more than some smaller count are skipped (they use more of both
 resources for no more value), which keeps the optimum exact and, once curves saturate, leaves few
-counts per job.  Among plans of equal value it returns the one with the fewest workers (then the
-least memory).
+counts per job.  Among plans of equal value it returns the one with the fewest workers (and, when
+memory is a DP dimension, then the least memory).
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ import numpy as np
 from adlrec.allocate.common import build_plan, check_feasible, penalised_values
 from adlrec.schemas import AllocationPlan, AllocationRequest
 
-__all__ = ["max_memory_use", "optimal"]
+__all__ = ["MEMORY_CELLS", "max_memory_use", "memory_unit", "optimal"]
 
 _NEG = -np.inf
+# The memory DP keeps one (cores x memory cells) table per job; past this many cells in all (64 MB of
+# float64) memory is counted in coarser steps, per-worker memory rounded up: the plan still fits.
+MEMORY_CELLS = 2**23
 
 
 def max_memory_use(request: AllocationRequest) -> int:
@@ -57,8 +63,14 @@ def optimal(request: AllocationRequest) -> AllocationPlan:
         return build_plan(request, "optimal", [])
     values = [np.asarray(penalised_values(j, request), dtype=float) for j in jobs]
     if max_memory_use(request) > request.memory_mb:
-        workers = _dp_cores_memory(request, values)
-        note = "exact optimum (DP over cores and memory)"
+        unit = memory_unit(request)
+        workers = _dp_cores_memory(request, values, unit)
+        exact = all(j.mem_per_worker_mb % unit == 0 for j in jobs)
+        note = (
+            "exact optimum (DP over cores and memory)"
+            if exact
+            else f"optimum with memory counted in {unit} MB steps, per-worker memory rounded up (DP over cores and memory)"
+        )
     else:
         workers = _dp_cores(request, values)
         note = "exact optimum (DP over cores)"
@@ -107,27 +119,48 @@ def _dp_cores(request: AllocationRequest, values: list[np.ndarray]) -> list[int]
     return workers
 
 
-def _dp_cores_memory(request: AllocationRequest, values: list[np.ndarray]) -> list[int]:
+def memory_unit(request: AllocationRequest) -> int:
+    """The MB per memory cell of the DP: the gcd of the jobs' per-worker memory (exact), or coarser when
+    the tables would exceed :data:`MEMORY_CELLS`."""
+    jobs = request.jobs
+    unit = math.gcd(*(j.mem_per_worker_mb for j in jobs)) or 1  # every usage is a multiple of this
+    per_table = MEMORY_CELLS // ((len(jobs) + 1) * (request.worker_cores + 1))  # cells of memory per table
+    return max(unit, math.ceil(_spare_memory(request) / max(1, per_table - 1)))
+
+
+def _spare_memory(request: AllocationRequest) -> int:
+    """Memory left once every job has its minimum workers (check_feasible: >= 0)."""
+    return request.memory_mb - sum(j.min_workers * j.mem_per_worker_mb for j in request.jobs)
+
+
+def _dp_cores_memory(request: AllocationRequest, values: list[np.ndarray], unit: int) -> list[int]:
+    """The DP over cores and the memory beyond the jobs' minimum workers, in cells of ``unit`` MB.
+
+    A job's workers past its minimum cost ``ceil(extra MB / unit)`` cells (exact when ``unit`` divides its
+    per-worker memory); the minimums are paid in MB up front, so rounding never refuses them.
+    """
     jobs = request.jobs
     budget = request.worker_cores
-    unit = math.gcd(*(j.mem_per_worker_mb for j in jobs)) or 1  # every usage is a multiple of this
-    cells = request.memory_mb // unit
-    q = [j.mem_per_worker_mb // unit for j in jobs]
+    cells = _spare_memory(request) // unit
+
+    def cost(job, w: int) -> int:  # rounded up: a plan that fits these cells fits in MB
+        return -(-(w - job.min_workers) * job.mem_per_worker_mb // unit)
+
     best = np.full((budget + 1, cells + 1), _NEG)
     best[0, 0] = 0.0
     reach_c = reach_k = 0  # the jobs so far use at most this many cores and memory cells
     stages = [best]  # the table before each job, to recover the choices afterwards
     options = []
-    for j, v, qj in zip(jobs, values, q, strict=True):
+    for j, v in zip(jobs, values, strict=True):
         new = np.full_like(best, _NEG)
-        ws = [w for w in _useful(j, v, budget).tolist() if w * qj <= cells]
+        ws = [w for w in _useful(j, v, budget).tolist() if cost(j, w) <= cells]  # min_workers costs 0: never empty
         for w in ws:
-            dm = w * qj
+            dm = cost(j, w)
             rows, cols = min(reach_c, budget - w) + 1, min(reach_k, cells - dm) + 1
             dst = new[w : w + rows, dm : dm + cols]
             np.maximum(dst, best[:rows, :cols] + v[w], out=dst)
         reach_c = min(budget, reach_c + ws[-1])
-        reach_k = min(cells, reach_k + ws[-1] * qj)
+        reach_k = min(cells, reach_k + cost(j, ws[-1]))
         best = new
         stages.append(best)
         options.append(ws)
@@ -137,10 +170,10 @@ def _dp_cores_memory(request: AllocationRequest, values: list[np.ndarray]) -> li
     workers = [0] * len(jobs)
     for i in range(len(jobs) - 1, -1, -1):
         # the fewest workers that reproduce this cell's value (the same float sum, so equality is exact)
-        target, prev, v = stages[i + 1][c, k], stages[i], values[i]
+        target, prev, v, j = stages[i + 1][c, k], stages[i], values[i], jobs[i]
         workers[i] = next(
-            w for w in options[i] if w <= c and w * q[i] <= k and prev[c - w, k - w * q[i]] + v[w] == target
+            w for w in options[i] if w <= c and cost(j, w) <= k and prev[c - w, k - cost(j, w)] + v[w] == target
         )
         c -= workers[i]
-        k -= workers[i] * q[i]
+        k -= cost(j, workers[i])
     return workers

@@ -13,17 +13,22 @@ from adlrec.errors import UsageError
 __all__ = ["number", "settings_from", "stdout", "store_args", "tracker_from"]
 
 
-def number(kind: type, minimum: float, *, exclusive: bool = False, unit: str = "") -> Callable[[str], float]:
-    """An argparse type for a finite number ``>= minimum`` (``> minimum`` when ``exclusive``)."""
+def number(
+    kind: type, minimum: float, *, exclusive: bool = False, unit: str = "", maximum: float | None = None
+) -> Callable[[str], float]:
+    """An argparse type for a finite number ``>= minimum`` (``> minimum`` when ``exclusive``), and
+    ``<= maximum`` if given."""
     what = ("a whole number" if kind is int else "a number") + (f" of {unit}" if unit else "")
     rule = f"{'>' if exclusive else '>='} {minimum:g}"
+    if maximum is not None:
+        rule = f"within {minimum:g}..{maximum:g}" if not exclusive else f"{rule} and <= {maximum:g}"
 
     def parse(text: str):
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what} {rule}, got {text!r}") from None
-        ok = math.isfinite(v) and (v > minimum if exclusive else v >= minimum)
+        ok = math.isfinite(v) and (v > minimum if exclusive else v >= minimum) and (maximum is None or v <= maximum)
         if not ok:
             raise argparse.ArgumentTypeError(f"expected {what} {rule}, got {v}")
         return v
@@ -35,17 +40,18 @@ def number(kind: type, minimum: float, *, exclusive: bool = False, unit: str = "
 nonneg_int = number(int, 0)
 pos_int = number(int, 1)
 seconds = number(float, 0, exclusive=True, unit="seconds")
+fraction = number(float, 0, maximum=1)
 pos_float = number(float, 0, exclusive=True)
 nonneg_float = number(float, 0)
 
 
-def store_args(p: argparse.ArgumentParser) -> None:
+def store_args(p: argparse.ArgumentParser, experiment: str = "adlrec-profiles") -> None:
     p.add_argument(
         "--tracking-uri",
         default=None,
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in the data dir)",
     )
-    p.add_argument("--experiment", default=None, help="MLflow experiment (default: adlrec-profiles)")
+    p.add_argument("--experiment", default=None, help=f"MLflow experiment (default: {experiment})")
     p.add_argument(
         "--data-dir", type=Path, default=None, help="folder for embedded stores and generated data (default: .adlrec)"
     )

@@ -7,7 +7,8 @@ import json
 import shlex
 from pathlib import Path
 
-from adlrec.cli.common import nonneg_float, nonneg_int, pos_float, pos_int, seconds, settings_from, stdout, store_args
+from adlrec.cli.common import fraction, nonneg_int, number, pos_float, pos_int, settings_from, stdout, store_args
+from adlrec.config import SIMULATION_EXPERIMENT
 from adlrec.errors import UsageError
 
 __all__ = ["add_commands"]
@@ -33,19 +34,22 @@ def add_commands(sub) -> None:
     sim.add_argument("--memory-gb", type=pos_float, default=256.0, help="memory for loader workers (default 256)")
     sim.add_argument(
         "--interval",
-        type=seconds,
+        type=number(float, 1, unit="seconds"),
         default=60.0,
         metavar="SECONDS",
-        help="re-decide at least this often (default 60)",
+        help="re-decide at least this often (at least 1; default 60)",
     )
     sim.add_argument(
-        "--resize-s", type=nonneg_float, default=0.5, help="progress lost per worker-count change (default 0.5)"
+        "--resize-s",
+        type=number(float, 0, unit="seconds"),
+        default=0.5,
+        help="progress lost per worker-count change (default 0.5)",
     )
     sim.add_argument(
         "--threshold",
-        type=nonneg_float,
+        type=fraction,
         default=0.05,
-        help="hysteresis: fraction of a job's full-speed value a change must gain (default 0.05)",
+        help="hysteresis: fraction (0..1) of a job's full-speed value a change must gain (default 0.05)",
     )
     sim.add_argument(
         "--objective",
@@ -61,14 +65,16 @@ def add_commands(sub) -> None:
     )
     sim.add_argument(
         "--main-cpu",
-        type=nonneg_float,
+        type=fraction,
         default=1.0,
         help="share of a core a training process needs at full speed (0..1, default 1)",
     )
     sim.add_argument(
-        "--log-mlflow", action="store_true", help="log the comparison as one run in experiment adlrec-simulations"
+        "--log-mlflow",
+        action="store_true",
+        help=f"log the comparison as one run in experiment {SIMULATION_EXPERIMENT} (or --experiment)",
     )
-    store_args(sim)
+    store_args(sim, experiment=SIMULATION_EXPERIMENT)
 
     tr = sub.add_parser("trace", help="make job traces for `adlrec simulate`")
     trs = tr.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
@@ -125,8 +131,8 @@ def _profiles(folder: Path):
         raise UsageError(f"profiles folder {folder} not found (use --profiles)")
     try:
         return profile_files(folder), profile_catalog(folder)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"profiles folder {folder}: a profile file is malformed: {exc}") from None
+    except ValueError as exc:  # names the file (read_profile) or the published table
+        raise UsageError(f"profiles folder {folder}: {exc}") from None
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -147,16 +153,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in POLICIES]
     if unknown or not names:
         raise UsageError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(POLICIES))}")
-    if not args.main_cpu <= 1:
-        raise UsageError(f"--main-cpu must be within 0..1, got {args.main_cpu}")
-    tracker = None
-    if args.log_mlflow:
-        from adlrec.tracking import SIMULATION_EXPERIMENT, Tracker
-
-        args.experiment = args.experiment or SIMULATION_EXPERIMENT
-        settings = settings_from(args)
-        tracker = Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
-        tracker.experiment_id()  # fail on a bad store before simulating
+    if args.cores < args.gpus:
+        raise UsageError(
+            f"--cores {args.cores} is fewer than --gpus {args.gpus}: every GPU's training process needs a core; "
+            "expected at least as many cores as GPUs"
+        )
     node = Node(cores=args.cores, gpus=args.gpus, memory_mb=int(args.memory_gb * 1024))
     config = SimConfig(
         interval_s=args.interval,
@@ -168,6 +169,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     )
     rows, digest = read_trace(args.trace)
     jobs = build_jobs(rows, _profiles(args.profiles)[1], node, source=str(args.trace))
+    tracker = None
+    if args.log_mlflow:  # only once the input is known good: a bad trace stores nothing
+        from adlrec.tracking import Tracker
+
+        args.experiment = args.experiment or SIMULATION_EXPERIMENT
+        settings = settings_from(args)
+        tracker = Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+        tracker.experiment_id()  # fail on a bad store before simulating
     try:
         runs = compare_policies(jobs, {n: POLICIES[n] for n in names}, node, config)
     except (InfeasibleRequest, SimulationError) as exc:
@@ -197,8 +206,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
         params = {
             "policies": ",".join(names),
-            "trace": str(args.trace),
+            "trace": str(args.trace.resolve()),
             "trace_sha256": digest,
+            "profiles": str(args.profiles.resolve()),
             "jobs": len(jobs),
             "node.cores": node.cores,
             "node.gpus": node.gpus,
@@ -247,8 +257,11 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         f"{source}: {', '.join(drawn)}",
         derived,
     ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(format_trace(rows, comments))
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(format_trace(rows, comments))
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot write the trace there: {exc.strerror or exc}") from None
     print(f"wrote {len(rows)} jobs to {args.out} (profiles: {', '.join(drawn)})")
     print(derived)
     return 0

@@ -16,6 +16,7 @@ each.  Between events every rate is constant, so the replay jumps from event to 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -129,8 +130,11 @@ def simulate(
             redecide = True
         if t >= next_tick - _EPS:
             redecide = True
-            while next_tick <= t + _EPS:
-                next_tick += config.interval_s
+            next_tick += config.interval_s
+            if next_tick <= t + _EPS:  # past several ticks at once (the node sat idle): jump, do not step
+                next_tick += config.interval_s * math.floor((t + _EPS - next_tick) / config.interval_s)
+                while next_tick <= t + _EPS:  # the floor's rounding: at most a step or two
+                    next_tick += config.interval_s
         stuck = 0 if (progressed or finished or not running) else stuck + 1
         if stuck > 3 and not pending:
             ids = ", ".join(r.job.job_id for r in running)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = ["JobResult", "Node", "SimConfig", "SimResult", "TraceJob"]
@@ -66,8 +67,9 @@ class SimConfig:
     main_cpu: float = 1.0  # share of a core a main process needs to run its step at full speed (0: never slows)
 
     def __post_init__(self) -> None:
-        if not self.interval_s > 0 or not self.resize_s >= 0 or not self.threshold >= 0:
-            raise ValueError("need interval_s > 0, resize_s >= 0 and threshold >= 0")
+        finite = all(math.isfinite(x) for x in (self.interval_s, self.resize_s, self.threshold))
+        if not (finite and self.interval_s > 0 and self.resize_s >= 0 and self.threshold >= 0):
+            raise ValueError("need finite numbers: interval_s > 0, resize_s >= 0 and threshold >= 0")
         if self.contention not in CONTENTION_MODELS:
             raise ValueError(f"contention must be one of {', '.join(CONTENTION_MODELS)}")
         if not 0 <= self.main_cpu <= 1:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from adlrec.errors import UsageError
-from adlrec.profile.library import load_profiles, profile_key
+from adlrec.profile.check import read_profile
+from adlrec.profile.library import profile_key
 from adlrec.schemas import Profile
 from adlrec.simulate.curves import RankModel, job_curve, pipeline_params
 from adlrec.simulate.published import PublishedRank, load_published, published_files
@@ -24,6 +26,7 @@ from adlrec.simulate.records import Node, TraceJob
 __all__ = [
     "OPTIONAL_COLUMNS",
     "REQUIRED_COLUMNS",
+    "ProfileCatalog",
     "TraceRow",
     "build_jobs",
     "format_trace",
@@ -62,9 +65,11 @@ def profile_name(p: Profile) -> str:
 
 
 def profile_files(folder: Path) -> list[tuple[str, Profile]]:
-    """Every profile in ``folder`` with its file stem (the name generated traces use), by file name."""
-    files = sorted(folder.glob("*.json"))  # load_profiles reads the same files in this order
-    return [(f.stem, p) for f, p in zip(files, load_profiles(folder), strict=True)]
+    """Every profile in ``folder`` with its file stem (the name generated traces use), by file name.
+
+    A file that is not a valid profile raises ``ValueError`` naming it (:func:`read_profile`).
+    """
+    return [(f.stem, read_profile(f)) for f in sorted(folder.glob("*.json"))]
 
 
 def rank_model(curves: Curves) -> RankModel:
@@ -72,27 +77,44 @@ def rank_model(curves: Curves) -> RankModel:
     return curves if isinstance(curves, PublishedRank) else pipeline_params(curves)
 
 
-def profile_catalog(folder: Path) -> dict[str, Curves]:
+class ProfileCatalog(dict[str, Curves]):
+    """Names a trace may use, each for one profile; ``ambiguous`` holds the names several profiles share
+    (name -> their file stems), which a trace cannot use."""
+
+    def __init__(self, names: Mapping[str, Curves] = (), ambiguous: Mapping[str, Sequence[str]] = ()) -> None:
+        super().__init__(names)
+        self.ambiguous: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in dict(ambiguous).items()}
+
+
+def profile_catalog(folder: Path) -> ProfileCatalog:
     """Every profile in ``folder`` under each name a trace may use for it, and every published model.
 
     Names: the file name, its stem, ``workload@device`` and the 10-character profile key.  A name that
-    two profiles share (``workload@device`` for two parameter sets) is dropped: use the file name.
-    Published tables (``folder/published/*.json``) add ``<table>:<model>`` names.
+    two profiles share (``workload@device`` for two parameter sets) is dropped, and kept in
+    ``ambiguous`` with the file stems that share it: use one of those.  Published tables
+    (``folder/published/*.json``) add ``<table>:<model>`` names.
     """
     names: dict[str, Curves] = {}
-    shared: set[str] = set()
+    stems: dict[str, list[str]] = {}
     for stem, p in profile_files(folder):
-        for name in (f"{stem}.json", stem, profile_name(p), profile_key(p)):
-            if name in names and names[name] != p:
-                shared.add(name)
-            names[name] = p
+        for name in dict.fromkeys((f"{stem}.json", stem, profile_name(p), profile_key(p))):
+            if name not in names or names[name] == p:
+                names[name] = p
+            stems.setdefault(name, []).append(stem)
     for path in published_files(folder):
         names.update(load_published(path))
-    return {k: v for k, v in names.items() if k not in shared}
+    ambiguous = {k: sorted(set(v)) for k, v in stems.items() if len(set(v)) > 1 and k in names}
+    shared = {k for k in ambiguous if not isinstance(names[k], PublishedRank)}
+    return ProfileCatalog({k: v for k, v in names.items() if k not in shared}, {k: ambiguous[k] for k in shared})
+
+
+_PLAIN = {int: re.compile(r"[+-]?[0-9]+"), float: re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")}
 
 
 def _number(kind: type, check: Callable[[float], bool], expected: str):
     def parse(text: str):
+        if not _PLAIN[kind].fullmatch(text):  # no Python-only spellings: 1_0, inf, nan, 0x10
+            return None, expected
         try:
             v = kind(text)
         except ValueError:
@@ -163,9 +185,14 @@ def parse_trace(text: str, source: str = "trace") -> list[TraceRow]:
 def read_trace(path: Path) -> tuple[list[TraceRow], str]:
     """The rows of a trace file and the hash of its bytes."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (spreadsheets' "CSV UTF-8") is dropped
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path} line {line}: expected UTF-8 text, got byte 0x{data[exc.start]:02x}") from None
     return parse_trace(text, source=str(path)), trace_hash(text)
 
 
@@ -192,6 +219,12 @@ def build_jobs(
     jobs = []
     for r in rows:
         profile = catalog.get(r.profile)
+        shared = getattr(catalog, "ambiguous", {}).get(r.profile)
+        if profile is None and shared:
+            raise UsageError(
+                f"{source} line {r.line}, column profile: {r.profile!r} names {len(shared)} profiles "
+                f"({', '.join(shared)}); expected one of those file stems"
+            )
         if profile is None:
             known = sorted(k for k in catalog if "@" in k or ":" in k)
             hint = f"e.g. a file stem, or one of {', '.join(known)}" if known else "the profiles folder has no profiles"

@@ -58,12 +58,46 @@ def test_malformed_trace_exits_2_with_one_line(tmp_path, profiles, capsys):
         (["--policy", "even,best"], "unknown policy best"),
         (["--profiles", "nowhere"], "profiles folder nowhere not found"),
         (["--gpus", "1"], "the node has 1 GPUs"),
+        (["--gpus", "2", "--cores", "1"], "--cores 1 is fewer than --gpus 2"),
     ],
 )
 def test_usage_mistakes_exit_2(trace, profiles, capsys, args, message):
     base = ["simulate", str(trace), "--profiles", str(profiles), "--cores", "8", "--gpus", "2"]
     assert main(base + args) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--threshold", "1.5", "expected a number within 0..1, got 1.5"),
+        ("--main-cpu", "2", "expected a number within 0..1, got 2.0"),
+        ("--interval", "0.001", "expected a number of seconds >= 1, got 0.001"),
+    ],
+)
+def test_option_values_out_of_range_are_refused_by_argparse(trace, profiles, capsys, option, value, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", str(trace), "--profiles", str(profiles), *NODE, option, value])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_trace_with_log_mlflow_stores_nothing(tmp_path, profiles, store, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,arrival_s,work_samples,profile,gpus,requested_workers\nj1,0,100,fast@emulate:5,9,8\n")
+    args = ["simulate", str(bad), "--profiles", str(profiles), *NODE, "--log-mlflow"]
+    assert main(args + ["--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]) == 2
+    assert "column gpus: the node has 2 GPUs, the job asks 9" in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "data").exists()
+
+
+def test_trace_generate_to_a_place_it_cannot_write_is_a_one_line_error(tmp_path, profiles, capsys):
+    (tmp_path / "taken").mkdir()
+    for out in (tmp_path / "taken", tmp_path / "file.csv" / "x.csv"):
+        (tmp_path / "file.csv").write_text("")
+        assert main(["trace", "generate", "--out", str(out), "--profiles", str(profiles), *NODE]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"adlrec: error: --out {out}: cannot write the trace there") and "\n" not in err
 
 
 def test_log_mlflow_records_one_run_with_metrics_per_policy(trace, profiles, store, capsys):
@@ -76,6 +110,7 @@ def test_log_mlflow_records_one_run_with_metrics_per_policy(trace, profiles, sto
     (run,) = tracker.runs()
     assert run.data.params["policies"] == "even,optimal"
     assert len(run.data.params["trace_sha256"]) == 16 and run.data.params["node.cores"] == "8"
+    assert run.data.params["trace"] == str(trace.resolve()) and run.data.params["profiles"] == str(profiles.resolve())
     assert {"even.makespan_s", "optimal.makespan_s", "optimal.throughput_vs_base_pct"} <= set(run.data.metrics)
     assert [a.path for a in tracker.client.list_artifacts(run.info.run_id)] == ["comparison.csv"]
 

@@ -1,13 +1,17 @@
 """``optimal`` is the exact optimum: it equals brute force and is never below the other policies."""
 
+import importlib
+
 import pytest
 from hypothesis import given, settings
 
 from adlrec.allocate import POLICIES, greedy, optimal
 from adlrec.allocate.optimal import max_memory_use
 from adlrec.schemas import AllocationRequest, JobDemand
-from tests.unit.allocate.brute import brute_force
+from tests.unit.allocate.brute import brute_force, feasible
 from tests.unit.allocate.strategies import requests
+
+optimal_module = importlib.import_module("adlrec.allocate.optimal")  # the package's `optimal` is the function
 
 
 def net(plan) -> float:
@@ -50,6 +54,32 @@ def test_memory_dimension_is_used_only_when_memory_can_bind():
     assert "cores and memory" in plan.reasons["a"]
     assert plan.memory_used_mb <= 700
     assert plan.workers == {"a": 1, "b": 3}  # 5 + 12 beats 9 + 8 (a's workers cost 3x the memory)
+
+
+@settings(max_examples=150, deadline=None)
+@given(requests())
+def test_with_coarse_memory_steps_the_plan_still_fits_and_is_at_most_the_optimum(request):
+    exact = optimal(request)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(optimal_module, "MEMORY_CELLS", 1)  # the coarsest steps: one memory cell per table
+        coarse = optimal(request)
+    assert feasible(request, list(coarse.workers.values()))
+    assert net(coarse) <= net(exact) + 1e-9
+
+
+def test_a_memory_table_too_large_is_counted_in_coarser_steps_and_says_so():
+    # 60 jobs, per-worker memory in whole MB (gcd 1), 150 GB: exact tables would hold 61 x 69 x 150,001 cells
+    jobs = tuple(
+        JobDemand(f"j{i}", tuple(min(1000.0, 120.0 * w) for w in range(17)), mem_per_worker_mb=1500 + 25 * i + 1)
+        for i in range(60)
+    )
+    request = AllocationRequest(cores=128, memory_mb=150_000, jobs=jobs)
+    assert max_memory_use(request) > request.memory_mb  # the memory dimension is needed
+    unit = optimal_module.memory_unit(request)
+    assert unit > 1 and 61 * 69 * (150_000 // unit + 1) <= optimal_module.MEMORY_CELLS
+    plan = optimal(request)
+    assert plan.memory_used_mb <= 150_000 and plan.cores_used <= 128
+    assert f"memory counted in {unit} MB steps, per-worker memory rounded up" in plan.reasons["j0"]
 
 
 def test_ties_go_to_the_fewest_workers():

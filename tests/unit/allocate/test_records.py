@@ -46,11 +46,25 @@ def test_bad_jobs_are_refused(kwargs):
         JobDemand("x", **kwargs)
 
 
+@pytest.mark.parametrize("name", ["gpus", "mem_per_worker_mb", "current_workers", "requested_workers", "main_cores"])
+@pytest.mark.parametrize("value", [1.0, 49.5, True, "2"])
+def test_counts_and_megabytes_of_a_job_must_be_whole_numbers(name, value):
+    with pytest.raises(ValueError, match=f"job 'x': {name} must be a whole number, got {value!r}"):
+        JobDemand("x", (1.0, 2.0), **{name: value})
+
+
+@pytest.mark.parametrize("kwargs", [{"cores": 8.0}, {"memory_mb": 150.5}])
+def test_cores_and_memory_of_a_request_must_be_whole_numbers(kwargs):
+    with pytest.raises(ValueError, match="must be a whole number"):
+        AllocationRequest(**({"cores": 8, "memory_mb": 100, "jobs": ()} | kwargs))
+
+
 def test_bad_requests_are_refused():
     j = JobDemand("x", (1.0, 2.0))
     with pytest.raises(ValueError, match="objective"):
         AllocationRequest(4, 100, (j,), objective="speed")
     with pytest.raises(ValueError, match="unique"):
         AllocationRequest(4, 100, (j, j))
-    with pytest.raises(ValueError, match="threshold"):
-        AllocationRequest(4, 100, (j,), threshold=-0.1)
+    for bad in (-0.1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="threshold"):
+            AllocationRequest(4, 100, (j,), threshold=bad)

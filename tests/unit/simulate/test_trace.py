@@ -15,6 +15,7 @@ from adlrec.simulate import (
     parse_trace,
     profile_catalog,
     profile_files,
+    read_trace,
 )
 from tests.factories import make_profile
 
@@ -60,6 +61,9 @@ def test_a_trace_round_trips_through_its_text():
         ("j1,-1,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0, got '-1'"),
         ("j1,0,nan,w@cpu,1,8", "line 2, column work_samples: expected a number of samples > 0"),
         ("j1,0,100,w@cpu,1", "line 2: expected 6 fields"),
+        ("j1,0,100,w@cpu,1_0,8", "line 2, column gpus: expected a whole number of GPUs >= 1, got '1_0'"),
+        ("j1,0,1e3,w@cpu,1,0x8", "line 2, column requested_workers: expected a whole number of workers >= 0"),
+        ("j1,infinity,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),
         ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
         (
             "j1,0,100,w@cpu,1,8\nj1,1,100,w@cpu,1,8",
@@ -87,6 +91,35 @@ def test_unknown_profile_is_named_with_the_known_ones(catalog):
         UsageError, match=r"line 2, column profile: no profile named 'nope' \(e.g. a file stem, or one of w@emulate:20"
     ):
         build_jobs(rows, catalog, Node())
+
+
+def test_a_name_several_profiles_share_is_refused_with_their_file_stems(catalog):
+    rows = parse_trace(HEADER + "\nj1,0,100,w@cpu,1,8\n")
+    with pytest.raises(UsageError) as exc:
+        build_jobs(rows, catalog, Node(), source="t.csv")
+    assert str(exc.value) == (
+        "t.csv line 2, column profile: 'w@cpu' names 2 profiles (w-cpu-1, w-cpu-2); expected one of those file stems"
+    )
+
+
+def test_a_trace_file_with_a_byte_order_mark_reads_as_without(tmp_path):
+    text = HEADER + "\nj1,0,100,w@cpu,1,8\n"
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "plain.csv").write_text(text)
+    assert read_trace(tmp_path / "bom.csv") == read_trace(tmp_path / "plain.csv")
+
+
+def test_a_trace_file_that_is_not_utf8_is_refused_on_its_line(tmp_path):
+    (tmp_path / "latin.csv").write_bytes((HEADER + "\nj1,0,100,w@cpu,1,8\nj\xe9,0,100,w@cpu,1,8\n").encode("latin-1"))
+    with pytest.raises(UsageError) as exc:
+        read_trace(tmp_path / "latin.csv")
+    assert str(exc.value) == f"{tmp_path / 'latin.csv'} line 3: expected UTF-8 text, got byte 0xe9"
+
+
+def test_a_profile_file_that_is_not_a_profile_is_named(folder):
+    (folder / "broken.json").write_text('{"device": 3}')
+    with pytest.raises(ValueError, match="broken.json"):
+        profile_catalog(folder)
 
 
 def test_generator_is_seeded_and_draws_accelerator_profiles_only(folder, catalog):

@@ -1,0 +1,41 @@
+"""``maxmin`` reaches the highest level of normalised throughput every job can have at once, and keeps it."""
+
+from itertools import product
+
+from hypothesis import given, settings
+
+from adlrec.allocate import maxmin
+from adlrec.schemas import AllocationRequest, JobDemand
+from tests.unit.allocate.brute import feasible
+from tests.unit.allocate.strategies import requests
+
+
+def share(job: JobDemand, w: int) -> float:
+    return job.curve[w] / job.peak if job.peak > 0 else 1.0
+
+
+def best_level(request: AllocationRequest) -> float:
+    """The max-min share over every feasible plan (brute force)."""
+    ranges = [range(j.min_workers, j.hi + 1) for j in request.jobs]
+    return max(
+        min((share(j, w) for j, w in zip(request.jobs, ws, strict=True)), default=1.0)
+        for ws in product(*ranges)
+        if feasible(request, ws)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests(max_jobs=3, max_len=5))
+def test_no_job_ends_below_the_best_max_min_level_hysteresis_included(request):
+    plan = maxmin(request)
+    assert feasible(request, [plan.workers[j.job_id] for j in request.jobs])
+    level = best_level(request)
+    assert all(share(j, plan.workers[j.job_id]) >= level - 1e-12 for j in request.jobs)
+
+
+def test_keeping_a_current_count_does_not_take_a_job_below_its_fair_share():
+    # 3 workers now (89% of the peak); 2 reach 100%: the switching cost must not keep it at 3
+    job = JobDemand("a", (5.0, 7.0, 9.0, 8.0), current_workers=3)
+    plan = maxmin(AllocationRequest(cores=5, memory_mb=0, jobs=(job,), threshold=0.2))
+    assert plan.workers == {"a": 2}
+    assert "fair level 100% of peak" in plan.reasons["a"]
