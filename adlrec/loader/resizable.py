@@ -239,7 +239,8 @@ class ResizableLoader:
     order whatever the worker counts, resizes included.  ``len()`` is the epoch's batch count and never
     changes mid-epoch.  ``sampler.set_epoch(e)`` (or :meth:`set_epoch`) picks the epoch, as Lightning
     does each epoch; without it each ``iter()`` starts the next epoch, as a shuffling ``DataLoader``
-    draws a new order each pass.  Call :meth:`close` (or use ``with``) to stop the workers of an
+    draws a new order each pass (unless the last ``iter()`` yielded no batch: an unused ``iter()``, as
+    Lightning's check that a loader is iterable, uses up no epoch and starts no worker).  Call :meth:`close` (or use ``with``) to stop the workers of an
     epoch left unfinished.  Iterate from one thread; another thread may call :meth:`request_resize`.
 
     ``cores``: pin every worker to these cores (Linux ``sched_setaffinity``; a no-op elsewhere).
@@ -333,6 +334,8 @@ class ResizableLoader:
         self._epoch = -1  # the epoch last started
         self._consumed = 0  # batches of that epoch handed to the loop
         self._finished = True  # whether that epoch was served to its end
+        self._yielded = False  # whether that epoch has handed the loop a batch
+        self._opening = False  # the live epoch's pools start with its first batch
         self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
         self._generation = 0  # counts iter() calls, so a replaced epoch's iterator stops
         self._last_t: float | None = None
@@ -381,6 +384,9 @@ class ResizableLoader:
             requested, self._requested = self._requested, None
         if requested is not None:
             self.resize(requested)
+        if self._opening:  # the epoch's first batch: start its workers now (iter() alone starts none)
+            self._opening = False
+            self._open_epoch()
         pools, position = self._pools, self._consumed
         if pools.schedule is None or position >= len(self._batches):
             self._end_epoch()
@@ -403,6 +409,7 @@ class ResizableLoader:
             self.close()
             raise
         self._consumed += 1
+        self._yielded = True
         self._serving = pools.schedule.stretch_at(position).workers
         self._retire_done()
         if pools.zygote is not None and self._workers == 0:
@@ -413,22 +420,33 @@ class ResizableLoader:
         return batch
 
     def _start_epoch(self) -> None:
+        """Begin an epoch: its order and batches.  Its workers start with its first batch (:meth:`_open_epoch`).
+
+        Without ``set_epoch``, the epoch after the last one started, unless that one yielded no batch:
+        an ``iter()`` nobody took a batch from (Lightning's check that the loader is iterable) does not
+        use up an epoch's order, as it starts no worker.
+        """
         self._abandon()
         self._generation += 1
         if self.sampler.epoch_set:
             epoch = self.sampler.epoch
         else:
-            epoch = self._epoch + 1
+            epoch = self._epoch + 1 if self._yielded or self._epoch < 0 else self._epoch
             self.sampler.set_epoch(epoch)
         self.sampler.epoch_set = False
         batches = batches_of(self.sampler.order(), self.batch_size, self.drop_last)
         start, self._resume_at = min(self._resume_at, len(batches)), 0
         self._epoch, self._batches, self._consumed, self._finished = epoch, batches, start, False
+        self._yielded = False
         self._last_t = None
+        self._opening = start < len(batches)
+
+    def _open_epoch(self) -> None:
+        """Start the live epoch's pools (or take over the persistent ones kept from the last epoch)."""
+        assert self._batches is not None
+        batches, start = self._batches, self._consumed
         self._process_gb = psutil.Process().memory_info().rss / 2**30
         self._zygote_on = self._process_gb >= AUTO_ZYGOTE_GB if self.fork_server is None else self.fork_server
-        if start >= len(batches):
-            return
         pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
         kept, pools.kept = pools.kept, []
         if not (kept and sum(p.workers for p in kept) == workers):
@@ -768,6 +786,7 @@ class ResizableLoader:
             )
         self._resume_at = int(state["batches_consumed"])
         self._epoch, self._consumed, self._finished = int(state["epoch"]), self._resume_at, False
+        self._yielded = False
 
     # -- lifetime --------------------------------------------------------------------------------
 

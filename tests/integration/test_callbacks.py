@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 
 import httpx
@@ -104,6 +105,35 @@ def _trainer(tmp_path, cb):
         enable_model_summary=False,
         default_root_dir=tmp_path,
     )
+
+
+def test_under_lightning_each_epoch_has_its_own_order_and_the_iterable_check_starts_no_worker(tmp_path):
+    import lightning as L
+
+    def order(loader, epoch):
+        loader.set_epoch(epoch)
+        return [i for _, idx in loader for i in idx.tolist()]
+
+    with ResizableLoader(Pairs(), batch_size=8, shuffle=True, seed=4) as ref:
+        expected = [order(ref, e) for e in range(3)]
+    assert expected[0] != expected[1]
+    ld = ResizableLoader(Pairs(), batch_size=8, shuffle=True, seed=4, num_workers=2, multiprocessing_context="fork")
+    before = len(multiprocessing.active_children())
+    iter(ld)  # what Lightning's setup does once, to check that the loader is iterable
+    assert len(multiprocessing.active_children()) == before
+    model = _tiny_module()
+    trainer = L.Trainer(
+        max_epochs=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    with ld:
+        trainer.fit(model, train_dataloaders=ld)
+    assert model.seen == expected
 
 
 def test_lightning_trainer_with_adlcallback_resizes_and_sees_every_sample(tmp_path):

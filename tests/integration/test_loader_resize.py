@@ -420,8 +420,8 @@ def test_an_epoch_starts_its_workers_as_pools_that_any_shrink_drops_starting_not
     before = live_children()
     with ResizableLoader(WorkerNumber(64), 1, num_workers=4, multiprocessing_context=FORK) as loader:
         it = iter(loader)
-        assert [p.workers for p in loader._pools.live] == [2, 1, 1]
         got = [next(it)[0].tolist() for _ in range(8)]
+        assert [p.workers for p in loader._pools.live] == [2, 1, 1]
         epoch_workers = live_children() - before
         assert len(epoch_workers) == 4 and {(w, n) for _, w, n in got} == {(w, 4) for w in range(4)}
         loader.resize(smaller)

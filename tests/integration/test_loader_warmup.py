@@ -290,7 +290,7 @@ def test_a_kept_persistent_pool_is_stopped_when_the_count_changes():
         assert len(old) == 2
         kept = list(loader._pools.kept)  # a reference elsewhere must not keep the workers alive
         loader.resize(1)
-        iter(loader)
+        next(iter(loader))  # the epoch's first batch starts its workers: the kept pool of 2 is stopped
         assert not (live_children() & old), "the kept pool's workers outlived their shutdown"
         del kept
 
