@@ -99,6 +99,7 @@ class ServiceClient:
         data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, unknown_ok=True)
         if data == "unknown" and self._registration is not None:
             log.warning("service at %s no longer knows job %s; registering it again", self.url, self.job_id)
+            self._seen_plan = None  # a service on a fresh store numbers its plans from 1 again
             if self.register(**self._registration) is None:
                 return self._stale()
             data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body)

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from adlrec.callbacks.controller import Controller, ServiceLike
 
 __all__ = ["batch_samples", "make_controller"]
 
 
+# The adapters' own keyword arguments; every other one is a field of the job's registration (POST /jobs).
+OWN_ARGUMENTS = ("url", "node", "token", "client", "interval_s", "probe", "curve")
+
+
 def make_controller(
+    who: str,
     *,
     url: str | None,
     node: str | None,
@@ -23,21 +30,61 @@ def make_controller(
     curve: Sequence[float] | None,
     registration: dict[str, Any],
 ) -> Controller:
+    """The controller for adapter ``who``, its arguments checked now: a typo or a bad value is an error at
+    construction, not a registration the service refuses while the job trains on without it."""
     if (probe is None) == (curve is None):
         raise ValueError(
-            "give exactly one of probe= (the features `adlrec predict model.py --json` prints under 'probe') "
-            "or curve= (samples/s at 0, 1, 2, ... workers)"
+            f"{who}: give exactly one of probe= (the features `adlrec predict model.py --json` prints under "
+            "'probe') or curve= (samples/s at 0, 1, 2, ... workers)"
         )
-    if not interval_s > 0:
-        raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+    if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
+        raise ValueError(f"{who}: interval_s must be a number of seconds > 0, got {interval_s!r}")
+    node = node or socket.gethostname()
+    fields = dict(registration)
+    fields["probe" if probe is not None else "curve"] = probe if probe is not None else curve
+    _check_registration(who, node, fields)
+    fields["probe" if probe is not None else "curve"] = dict(probe) if probe is not None else list(curve)
     if client is None:
         from adlrec.client import ServiceClient
 
-        url = url or os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470")
+        if url is None:
+            url = os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470")
+        _check_url(who, url)
         client = ServiceClient(url, token=token or os.environ.get("ADLREC_SERVICE_TOKEN"))
-    fields = dict(registration)
-    fields["probe" if probe is not None else "curve"] = dict(probe) if probe is not None else list(curve)
-    return Controller(client, node or socket.gethostname(), interval_s=interval_s, registration=fields)
+    return Controller(client, node, interval_s=interval_s, registration=fields)
+
+
+def _check_registration(who: str, node: str, fields: dict[str, Any]) -> None:
+    """Validate the registration as the service will (its own pydantic model), naming what was wrong."""
+    from pydantic import ValidationError
+
+    from adlrec.service.api import JobRegistration
+
+    try:
+        JobRegistration.model_validate({"node": node, **fields})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+            known = sorted({*OWN_ARGUMENTS, *JobRegistration.model_fields})
+            close = difflib.get_close_matches(where, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(
+                f"{who}() got an unexpected keyword argument {where!r}{hint} (expected one of {', '.join(known)})"
+            ) from None
+        got = err.get("input")
+        raise ValueError(f"{who}: {where}: {err['msg']}, got {got!r}"[:500]) from None
+
+
+def _check_url(who: str, url: Any) -> None:
+    parsed = None
+    if isinstance(url, str) and url:
+        try:
+            parsed = urlsplit(url)
+        except ValueError:
+            parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"{who}: url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got {url!r}")
 
 
 def batch_samples(batch: Any) -> int:

@@ -7,8 +7,10 @@ over at least ``min_steps`` steps: right after a resize the old pool still serve
 and its pace must not become a point of the new count's curve.  A named daemon
 thread heartbeats every ``interval_s`` (``while not stop.wait(interval)``), so a slow or absent
 service never blocks a step; when the service answers with a plan the job has not applied yet, the
-thread asks the loader to resize (``request_resize``, applied by the loop at its next batch).  No
-failure of the service or the client reaches the training loop: it is logged, once per kind.
+thread asks the loader to resize (``request_resize``, applied by the loop at its next batch).  The
+same thread registers the job first and reports it finished last, so the loop never waits on the
+service, even one that accepts connections and never answers.  No failure of the service or the
+client reaches the training loop: it is logged, once per kind.
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ class ServiceLike(Protocol):
 
     def register(self, node: str, **fields: Any) -> str | None: ...
 
-    def heartbeat(self, *, throughput: float | None, workers: int, data_wait: float | None) -> Any: ...
+    def heartbeat(self, *, throughput: float | None, workers: int | None, data_wait: float | None) -> Any: ...
 
     def finish(self) -> bool: ...
 
 
-class Resizable(Protocol):
+class Resizable(Protocol):  # what the controller resizes; any other loader is measured and reported only
     @property
     def num_workers(self) -> int: ...  # the count asked for (``serving_workers``, if present: in use)
 
@@ -54,6 +56,7 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         window: int = 50,
         min_steps: int | None = None,
+        stop_wait_s: float = 5.0,
     ) -> None:
         self.client = client
         self.node = node
@@ -62,24 +65,25 @@ class Controller:
         self.clock = clock
         self.meter = LoopMeter(window)
         self.min_steps = max(1, window // 5) if min_steps is None else min_steps
-        self.loader: Resizable | None = None
+        self.stop_wait_s = stop_wait_s
+        self.loader: Any = None  # a Resizable, or any loader (measured and reported, never resized)
         self.applied: list[tuple[int | None, int]] = []  # (plan id, workers) applied, in order
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed: set[str] = set()
 
     # -- called by the adapters ---------------------------------------------------------------------
-    def start(self, loader: Resizable | None) -> None:
-        """Register the job and start heartbeating (idempotent)."""
+    def start(self, loader: Any) -> None:
+        """Start the heartbeat thread, which registers the job first (idempotent; returns at once)."""
         if self._thread is not None:
             return
         self.loader = loader
         fields = dict(self.registration)
-        if loader is not None:
-            fields.setdefault("requested_workers", loader.num_workers)
-        self._safe("register", lambda: self.client.register(self.node, **fields))
+        workers = getattr(loader, "num_workers", None)
+        if isinstance(workers, int):
+            fields.setdefault("requested_workers", workers)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="adlrec-heartbeat", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(fields,), name="adlrec-heartbeat", daemon=True)
         self._thread.start()
 
     def batch_fetched(self) -> None:
@@ -89,24 +93,36 @@ class Controller:
         self.meter.done(self.clock(), samples, getattr(self.loader, "serving_workers", None))
 
     def stop(self) -> None:
-        """Stop heartbeating and tell the service the job finished (never raises)."""
+        """Stop heartbeating; the thread tells the service the job finished.  Never raises, and waits at
+        most ``stop_wait_s`` for a service that does not answer (it then expires the job after its TTL)."""
         if self._thread is None:
             return
         self._stop.set()
-        self._thread.join(timeout=self.interval_s + 5)
+        self._thread.join(timeout=self.stop_wait_s)
+        if self._thread.is_alive():
+            log.warning(
+                "adlrec service did not answer within %.0f s; not waiting to report the job finished "
+                "(the service expires it when its heartbeats stop)",
+                self.stop_wait_s,
+            )
         self._thread = None
-        self._safe("finish", self.client.finish)
 
     # -- the heartbeat thread -------------------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, fields: dict[str, Any]) -> None:
+        """Register, heartbeat every ``interval_s`` until stopped, then report the job finished: all here,
+        so that a slow or hung service never holds up the training loop's start, steps or end."""
+        self._safe("register", lambda: self.client.register(self.node, **fields))
         while not self._stop.wait(self.interval_s):
             self.beat()
+        self._safe("finish", self.client.finish)
 
     def beat(self) -> None:
         """One heartbeat; apply the answer if it carries a plan not applied yet."""
         stats = self.meter.stats()
-        workers = self.loader.num_workers if self.loader is not None else 0
-        if stats is not None and (stats.steps < self.min_steps or stats.tag not in (None, workers)):
+        workers = getattr(self.loader, "num_workers", None)
+        if not isinstance(workers, int):
+            workers = None  # a loader that does not say: its pace cannot be a point of the curve
+        if stats is not None and (workers is None or stats.steps < self.min_steps or stats.tag not in (None, workers)):
             stats = None  # too few steps yet, or measured at the count before a resize
         answer = self._safe(
             "heartbeat",
@@ -116,8 +132,8 @@ class Controller:
                 data_wait=stats.data_wait if stats else None,
             ),
         )
-        if answer is None or not getattr(answer, "new", False) or self.loader is None:
-            return
+        if answer is None or not getattr(answer, "new", False) or not hasattr(self.loader, "request_resize"):
+            return  # nothing new, or a loader that cannot resize (the adapter warned): nothing applied
         self.applied.append((answer.plan_id, answer.workers))
         if answer.workers != workers:
             log.info("plan %s: %d -> %d DataLoader workers", answer.plan_id, workers, answer.workers)

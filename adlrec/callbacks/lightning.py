@@ -39,6 +39,7 @@ class ADLCallback(Callback):
         **registration: Any,
     ) -> None:
         self.controller = make_controller(
+            "ADLCallback",
             url=url,
             node=node,
             token=token,
@@ -57,8 +58,7 @@ class ADLCallback(Callback):
                 "adlrec.loader.ResizableLoader to trainer.fit to let the service resize it",
                 type(loader).__name__,
             )
-            loader = None
-        self.controller.start(loader)
+        self.controller.start(loader)  # any loader is measured and reported; only a resizable one is resized
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         self.controller.batch_fetched()

@@ -9,6 +9,7 @@ with ADLLoop(loader, url="http://scheduler:8470", node="gpu-01", probe=probe) as
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from adlrec.callbacks._build import batch_samples, make_controller
 from adlrec.callbacks.controller import Resizable, ServiceLike
 
 __all__ = ["ADLLoop"]
+
+log = logging.getLogger("adlrec.callbacks")
 
 
 class ADLLoop:
@@ -33,7 +36,9 @@ class ADLLoop:
         **registration: Any,
     ) -> None:
         self.loader = loader
+        self._entered = False
         self.controller = make_controller(
+            "ADLLoop",
             url=url,
             node=node,
             token=token,
@@ -45,14 +50,27 @@ class ADLLoop:
         )
 
     def __enter__(self) -> ADLLoop:
+        if not hasattr(self.loader, "request_resize"):
+            log.warning(
+                "adlrec: the loader is a %s, which cannot change workers mid-epoch; the job is measured and "
+                "reported, but the service's plans are not applied. Pass an adlrec.loader.ResizableLoader",
+                type(self.loader).__name__,
+            )
         self.controller.start(self.loader)
+        self._entered = True
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._entered = False
         self.controller.stop()
 
     def iterate(self) -> Iterator[Any]:
         """One epoch of the loader's batches; the time between yields is the step."""
+        if not self._entered:
+            raise RuntimeError(
+                "ADLLoop.iterate() outside `with ADLLoop(...) as adl:`; the with block registers the job "
+                "with the service on entry and reports it finished on exit"
+            )
         c = self.controller
         it = iter(self.loader)
         while True:

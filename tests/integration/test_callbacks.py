@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import socket
+import threading
 import time
 
 import httpx
@@ -59,6 +61,56 @@ def test_plain_loop_finishes_when_the_service_stops_mid_run(tmp_path, caplog):
                 time.sleep(0.01)
     assert sorted(seen) == list(range(240))
     assert any("unreachable" in r.getMessage() for r in caplog.records)
+
+
+def test_a_service_that_never_answers_holds_up_neither_the_first_batch_nor_the_end(caplog):
+    # a real socket that accepts connections and never answers: each call waits out the client's timeouts
+    silent = socket.create_server(("127.0.0.1", 0), backlog=16)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    held: list[socket.socket] = []  # connections accepted and never answered
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    ld = loader(n=64)
+    try:
+        with caplog.at_level(logging.WARNING, logger="adlrec.callbacks"), ld:
+            with ADLLoop(ld, url=url, node="n9", curve=STEEP, interval_s=0.05) as adl:
+                adl.controller.stop_wait_s = 0.2
+                seen = []
+                for batch in adl.iterate():
+                    if not seen:  # the first batch comes while the registration's first try still waits
+                        assert len(held) <= 1 and adl.controller.client.job_id is None
+                    seen += batch.tolist()
+        assert sorted(seen) == list(range(64))
+        assert any("did not answer within" in r.getMessage() for r in caplog.records)
+    finally:
+        silent.close()
+        for conn in held:
+            conn.close()
+
+
+def test_a_plain_dataloader_is_measured_and_reported_at_its_count_but_never_resized(tmp_path, caplog):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    plain = torch.utils.data.DataLoader(Indices(160), batch_size=8, num_workers=1, multiprocessing_context="fork")
+    with LiveServer(create_app(settings)) as srv, caplog.at_level(logging.WARNING, logger="adlrec.callbacks"):
+        adl = ADLLoop(plain, url=srv.url, token="s3cret", node="n5", curve=STEEP, interval_s=0.05, job_id="plain")
+        with adl:
+            for _ in range(3):
+                for _batch in adl.iterate():
+                    time.sleep(0.01)
+        plan = httpx.get(f"{srv.url}/nodes/n5/plan", timeout=10).json()
+        job = httpx.get(f"{srv.url}/jobs/plain", timeout=10).json()
+    assert plan["workers"]["plain"] == 3  # the service planned another count ...
+    assert adl.controller.applied == [] and plain.num_workers == 1  # ... which nothing claimed to apply
+    assert {p["workers"] for p in job["measured"]} == {1}  # its pace is a point at the count it ran with
+    assert job["requested_workers"] == 1 and job["status"] == "finished"
+    assert any("DataLoader, which cannot change workers" in r.getMessage() for r in caplog.records)
 
 
 class Pairs(torch.utils.data.Dataset):

@@ -75,6 +75,24 @@ def test_a_service_that_lost_the_job_gets_it_registered_again(tmp_path):
     client.close()
 
 
+def test_a_plan_of_a_service_restarted_on_a_fresh_store_is_new_though_its_id_was_seen(tmp_path):
+    with LiveServer(create_app(service_settings(tmp_path / "one", service_node_cores=6))) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        client.register(node="again", curve=RISING, job_id="again-a", requested_workers=2)
+        (plan,) = recompute(srv.url)
+        first = client.heartbeat(throughput=50.0, workers=2)
+        assert first.new and first.plan_id == plan["plan_id"] == 1
+    # a fresh store on a node with other cores: its plan 1 gives another count, and must be applied
+    with LiveServer(create_app(service_settings(tmp_path / "two", service_node_cores=3)), port=port) as srv:
+        client.heartbeat(throughput=50.0, workers=first.workers)  # unknown: registered again
+        (plan,) = recompute(srv.url)
+        a = client.heartbeat(throughput=50.0, workers=first.workers)
+        assert plan["plan_id"] == 1 and a.plan_id == 1 and a.workers == plan["workers"]["again-a"]
+        assert a.workers != first.workers and a.new
+    client.close()
+
+
 def test_refusals_are_logged_once_and_never_raised(tmp_path, caplog):
     with LiveServer(create_app(service_settings(tmp_path))) as srv, ServiceClient(srv.url, token="wrong") as client:
         with caplog.at_level(logging.ERROR, logger="adlrec.client"):

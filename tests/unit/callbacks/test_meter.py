@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from adlrec.callbacks._build import batch_samples, make_controller
+from adlrec.callbacks._build import batch_samples
 from adlrec.callbacks.meter import LoopMeter
 
 
@@ -35,14 +35,6 @@ def test_batch_samples_reads_the_first_tensor():
     assert batch_samples((torch.zeros(7, 3), torch.zeros(7))) == 7
     assert batch_samples({"x": torch.zeros(5, 2)}) == 5
     assert batch_samples([1, 2, 3]) == 3
-
-
-def test_a_job_must_say_what_its_curve_is():
-    kw = dict(url="http://127.0.0.1:9", node="n", token=None, client=None, interval_s=1.0, registration={})
-    with pytest.raises(ValueError, match="exactly one of probe= .* or curve="):
-        make_controller(probe=None, curve=None, **kw)
-    with pytest.raises(ValueError, match="interval_s must be > 0"):
-        make_controller(probe=None, curve=[1.0], **(kw | {"interval_s": 0}))
 
 
 def test_a_new_worker_count_starts_a_new_window_without_the_switching_step():

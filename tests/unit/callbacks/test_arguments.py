@@ -1,0 +1,57 @@
+"""The adapters check their arguments at construction, as the service would: no job trains on unregistered."""
+
+import pytest
+
+from adlrec.callbacks import ADLLoop
+from tests.factories import Indices
+
+CURVE = [10.0, 50.0, 90.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        ({"interval": 0.3}, TypeError, "unexpected keyword argument 'interval'; did you mean 'interval_s'?"),
+        ({"min_worker": 1}, TypeError, "did you mean 'min_workers'?"),
+        ({"min_workers": -1}, ValueError, "ADLLoop: min_workers: Input should be greater than or equal to 0, got -1"),
+        ({"gpus": 1.5}, ValueError, "ADLLoop: gpus:"),
+        ({"interval_s": "5"}, ValueError, "interval_s must be a number of seconds > 0, got '5'"),
+        ({"url": "127.0.0.1:8470"}, ValueError, "url must be the service's http(s) address"),
+        ({"url": "htp://127.0.0.1:8470"}, ValueError, "got 'htp://127.0.0.1:8470'"),
+        ({"url": ""}, ValueError, "url must be the service's http(s) address"),
+    ],
+)
+def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, error, message):
+    with pytest.raises(error) as exc:
+        ADLLoop(Indices(8), curve=CURVE, **kwargs)
+    assert message in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"curve": 5}, "ADLLoop: curve: Input should be a valid list, got 5"),
+        ({"curve": [1.0, -2.0]}, "ADLLoop: curve.1:"),
+        ({"probe": {"bogus": 1}}, "ADLLoop: probe."),
+        ({"probe": [1, 2]}, "ADLLoop: probe:"),
+    ],
+)
+def test_a_bad_curve_or_probe_is_refused_naming_the_field(kwargs, message):
+    with pytest.raises(ValueError) as exc:
+        ADLLoop(Indices(8), **kwargs)
+    assert message in str(exc.value)
+
+
+def test_a_job_must_say_what_its_curve_is_and_poll_at_a_positive_interval():
+    with pytest.raises(ValueError, match="exactly one of probe= .* or curve="):
+        ADLLoop(Indices(8))
+    with pytest.raises(ValueError, match="exactly one of probe= .* or curve="):
+        ADLLoop(Indices(8), curve=CURVE, probe={"ceiling": 1.0})
+    with pytest.raises(ValueError, match="interval_s must be a number of seconds > 0, got 0"):
+        ADLLoop(Indices(8), curve=CURVE, interval_s=0)
+
+
+def test_iterate_outside_the_with_block_says_how_to_use_it():
+    adl = ADLLoop(Indices(8), curve=CURVE, url="http://127.0.0.1:9")
+    with pytest.raises(RuntimeError, match="outside `with ADLLoop"):
+        next(adl.iterate())
