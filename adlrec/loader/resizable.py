@@ -14,6 +14,8 @@ from __future__ import annotations
 import itertools
 import math
 import multiprocessing
+import numbers
+import os
 import threading
 import time
 import weakref
@@ -29,7 +31,7 @@ from adlrec.loader.order import EpochSampler, batches_of, draw_seed
 from adlrec.loader.pacing import ForkPacer, paced
 from adlrec.loader.pool import BatchRange, InnerLoader, Pool, shutdown
 from adlrec.loader.schedule import Schedule, Stretch
-from adlrec.loader.workers import WorkerGate, WorkerSetup
+from adlrec.loader.workers import WorkerGate, WorkerSetup, can_pin
 from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
 
 __all__ = [
@@ -54,6 +56,32 @@ FORK_S_PER_GB = 0.025
 # bench/resize.py measured the two on a par in a 0.2 GB process (a step that is all sleep) and the
 # zygote ahead from 0.9 GB on (a step holding the GIL for 2 of its 3 ms; docs/loader.md).
 AUTO_ZYGOTE_GB = 0.5
+
+
+def whole(name: str, value: Any, minimum: int = 0) -> int:
+    """``value`` as an int, if it is a whole number (not a bool) ``>= minimum``; else an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_cores(cores: Any) -> tuple[int, ...] | None:
+    """``cores`` as a tuple of the cores this process may run on (where pinning works), or ``None``."""
+    if cores is None:
+        return None
+    if isinstance(cores, (str, bytes)) or not isinstance(cores, Iterable):
+        raise TypeError(f"cores must be a sequence of core numbers (e.g. [0, 1]), got {cores!r}")
+    out = tuple(whole("cores[]", c) for c in cores)
+    if not out:
+        raise ValueError("cores must name at least one core, got an empty sequence")
+    if can_pin():
+        allowed = os.sched_getaffinity(0)
+        bad = sorted(set(out) - allowed)
+        if bad:
+            raise ValueError(f"cores {bad} are not cores this process may run on; expected some of {sorted(allowed)}")
+    return out
 
 
 def handover_batches(
@@ -297,10 +325,14 @@ class ResizableLoader:
                 f"ResizableLoader needs a map-style dataset with __len__ and __getitem__; "
                 f"{type(dataset).__name__} lacks {'__len__' if not hasattr(dataset, '__len__') else '__getitem__'}"
             )
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-        if num_workers < 0 or prefetch_factor < 1 or (handover is not None and handover < 0):
-            raise ValueError("num_workers and handover must be >= 0, prefetch_factor >= 1")
+        batch_size = whole("batch_size", batch_size, 1)
+        num_workers = whole("num_workers", num_workers)
+        prefetch_factor = whole("prefetch_factor", prefetch_factor, 1)
+        handover = None if handover is None else whole("handover", handover)
+        seed = None if seed is None else whole("seed", seed)
+        cores = check_cores(cores)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         if isinstance(multiprocessing_context, str):
             multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
         self.dataset = dataset
@@ -313,7 +345,7 @@ class ResizableLoader:
         self.prefetch_factor = prefetch_factor
         self.multiprocessing_context = multiprocessing_context
         self.timeout = timeout
-        self.cores = tuple(cores) if cores is not None else None
+        self.cores = cores
         self.handover = handover
         self.background_start = background_start
         self.fork_server = fork_server
@@ -336,6 +368,7 @@ class ResizableLoader:
         self._finished = True  # whether that epoch was served to its end
         self._yielded = False  # whether that epoch has handed the loop a batch
         self._opening = False  # the live epoch's pools start with its first batch
+        self._loop_thread: int | None = None  # the thread that iterates the live epoch
         self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
         self._generation = 0  # counts iter() calls, so a replaced epoch's iterator stops
         self._last_t: float | None = None
@@ -380,6 +413,7 @@ class ResizableLoader:
     def _next(self, generation: int) -> Any:
         if self._batches is None or generation != self._generation:
             raise StopIteration  # this epoch ended, or a newer iter() replaced it
+        self._loop_thread = threading.get_ident()  # resize() belongs to this thread
         with self._lock:
             requested, self._requested = self._requested, None
         if requested is not None:
@@ -428,6 +462,7 @@ class ResizableLoader:
         """
         self._abandon()
         self._generation += 1
+        self._loop_thread = threading.get_ident()
         if self.sampler.epoch_set:
             epoch = self.sampler.epoch
         else:
@@ -658,10 +693,15 @@ class ResizableLoader:
         pools serve the batches they already have in flight (plus the handover), and a dropped pool is
         shut down once drained.
         """
-        if num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        num_workers = whole("num_workers", num_workers)
+        cores = check_cores(cores)
+        if self._batches is not None and threading.get_ident() != self._loop_thread:
+            raise RuntimeError(
+                "resize() called from another thread than the one iterating the loader; call it from that "
+                "thread between batches, or request_resize(n) from any thread (applied at the next batch)"
+            )
         if cores is not None:
-            self.cores = tuple(cores)
+            self.cores = cores
         self._workers = num_workers
         pools = self._pools
         schedule = pools.schedule
@@ -748,8 +788,7 @@ class ResizableLoader:
 
     def request_resize(self, num_workers: int) -> None:
         """Thread-safe: apply ``resize(num_workers)`` at the next batch the loop asks for."""
-        if num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        num_workers = whole("num_workers", num_workers)
         with self._lock:
             self._requested = num_workers
         if self._batches is None:
@@ -774,18 +813,31 @@ class ResizableLoader:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """The next ``iter()`` resumes ``state``'s epoch at its next batch, with this loader's worker count."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"unknown ResizableLoader state version {state.get('version')!r}")
-        self._abandon()
-        self.sampler.seed = int(state["seed"])
-        self.sampler.set_epoch(int(state["epoch"]))
-        if len(self) != state["batches"]:
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            got = state.get("version") if isinstance(state, dict) else state
+            raise ValueError(f"unknown ResizableLoader state (version {got!r}); expected what state_dict() returns")
+        for key in ("epoch", "batches_consumed", "batches", "seed"):
+            if key not in state:
+                raise ValueError(f"ResizableLoader state lacks {key!r}; expected what state_dict() returns")
+            try:
+                whole(f"state[{key!r}]", state[key])
+            except TypeError as exc:  # a bad state is a bad value, whatever is wrong in it
+                raise ValueError(str(exc)) from None
+        epoch, consumed, batches, seed = (int(state[k]) for k in ("epoch", "batches_consumed", "batches", "seed"))
+        n = len(self)  # the live epoch's count, or the next one's: the same (it never changes)
+        if n != batches:
             raise ValueError(
-                f"the saved epoch had {state['batches']} batches, this loader has {len(self)}: "
+                f"the saved epoch had {batches} batches, this loader has {n}: "
                 "a different dataset, sampler, batch_size or drop_last"
             )
-        self._resume_at = int(state["batches_consumed"])
-        self._epoch, self._consumed, self._finished = int(state["epoch"]), self._resume_at, False
+        if consumed > batches:
+            raise ValueError(f"state['batches_consumed'] is {consumed}, more than the epoch's {batches} batches")
+        # all checked: nothing above changed the loader
+        self._abandon()
+        self.sampler.seed = seed
+        self.sampler.set_epoch(epoch)
+        self._resume_at = consumed
+        self._epoch, self._consumed, self._finished = epoch, consumed, False
         self._yielded = False
 
     # -- lifetime --------------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""ResizableLoader's arguments and calls: a mistake is an error naming what was wrong, and changes nothing."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from adlrec.loader import ResizableLoader
+from tests.factories import Indices
+
+
+def flat(batches) -> list[int]:
+    return [i for b in batches for i in b.tolist()]
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        ({"num_workers": 2.5}, TypeError, "num_workers must be a whole number >= 0, got 2.5"),
+        ({"num_workers": "2"}, TypeError, "num_workers must be a whole number >= 0, got '2'"),
+        ({"num_workers": -1}, ValueError, "num_workers must be a whole number >= 0, got -1"),
+        ({"batch_size": "64"}, TypeError, "batch_size must be a whole number >= 1, got '64'"),
+        ({"batch_size": None}, TypeError, "batch_size must be a whole number >= 1, got None"),
+        ({"batch_size": 0}, ValueError, "batch_size must be a whole number >= 1, got 0"),
+        ({"prefetch_factor": 0}, ValueError, "prefetch_factor must be a whole number >= 1, got 0"),
+        ({"handover": -1}, ValueError, "handover must be a whole number >= 0, got -1"),
+        ({"seed": "a"}, TypeError, "seed must be a whole number >= 0, got 'a'"),
+        ({"timeout": -1}, ValueError, "timeout must be a number of seconds >= 0, got -1"),
+        ({"cores": "0,1"}, TypeError, "cores must be a sequence of core numbers"),
+        ({"cores": []}, ValueError, "cores must name at least one core"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_them(kwargs, error, message):
+    with pytest.raises(error) as exc:
+        ResizableLoader(Indices(8), **({"batch_size": 2} | kwargs))
+    assert message in str(exc.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning is Linux-only")
+def test_cores_this_process_may_not_run_on_are_refused_up_front_and_at_a_resize():
+    allowed = sorted(os.sched_getaffinity(0))
+    outside = max(allowed) + 100
+    with pytest.raises(ValueError, match=rf"cores \[{outside}\] are not cores this process may run on"):
+        ResizableLoader(Indices(8), 2, cores=[outside])
+    loader = ResizableLoader(Indices(8), 2, cores=allowed[:1])
+    with pytest.raises(ValueError, match="are not cores this process may run on"):
+        loader.resize(1, cores=[outside])
+    assert loader.cores == tuple(allowed[:1]) and loader.num_workers == 0
+
+
+def test_a_fractional_count_is_refused_by_resize_and_request_resize_and_changes_nothing():
+    with ResizableLoader(Indices(16), 2, num_workers=0) as loader:
+        it = iter(loader)
+        first = next(it).tolist()
+        for call in (loader.resize, loader.request_resize):
+            with pytest.raises(TypeError, match="num_workers must be a whole number >= 0, got 2.5"):
+                call(2.5)
+        assert loader.num_workers == 0
+        assert first + flat(it) == list(range(16))  # the epoch goes on as if nothing was asked
+        assert flat(loader) == list(range(16))  # and so does the next
+
+
+def test_resize_from_another_thread_than_the_loops_is_refused_and_the_epoch_goes_on():
+    with ResizableLoader(Indices(16), 2, num_workers=0) as loader:
+        it = iter(loader)
+        got = next(it).tolist()
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                loader.resize(1)
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and "request_resize(n) from any thread" in str(errors[0])
+        assert loader.num_workers == 0
+        assert got + flat(it) == list(range(16))
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"batches_consumed": -3}, "state['batches_consumed'] must be a whole number >= 0, got -3"),
+        ({"batches_consumed": 999}, "state['batches_consumed'] is 999, more than the epoch's 8 batches"),
+        ({"batches": 7}, "the saved epoch had 7 batches, this loader has 8"),
+        ({"epoch": 1.5}, "state['epoch'] must be a whole number >= 0, got 1.5"),
+        ({"seed": None}, "state['seed'] must be a whole number >= 0, got None"),
+        ({"version": 99}, "unknown ResizableLoader state (version 99)"),
+    ],
+)
+def test_a_bad_saved_state_is_refused_and_changes_nothing(change, message):
+    with ResizableLoader(Indices(16), 2, shuffle=True, seed=3) as loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(3)]
+        before = loader.state_dict()
+        with pytest.raises(ValueError) as exc:
+            loader.load_state_dict(before | change)
+        assert message in str(exc.value)
+        assert loader.state_dict() == before
+        rest = flat(it)
+        assert sorted(sum(got, []) + rest) == list(range(16))  # the live epoch was not abandoned
+
+
+def test_a_saved_state_missing_a_key_names_it():
+    with ResizableLoader(Indices(16), 2) as loader:
+        state = loader.state_dict()
+        del state["batches_consumed"]
+        with pytest.raises(ValueError, match="state lacks 'batches_consumed'"):
+            loader.load_state_dict(state)
