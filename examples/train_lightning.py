@@ -12,6 +12,7 @@ arrives.  With the service down, training goes on with the workers it has.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import sys
@@ -54,6 +55,9 @@ def main() -> int:
     ap.add_argument("--node", default=socket.gethostname())
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
     args = ap.parse_args()
+    # adlrec's callback says on stderr what it does: each plan applied, a service away or back
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("adlrec").setLevel(logging.INFO)
 
     settings = load_settings()
     job = load_job(args.model_py, data_dir=settings.datasets_dir)

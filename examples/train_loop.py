@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import sys
@@ -44,6 +45,9 @@ def main() -> int:
         "--main-cores", type=int, default=1, help="cores the training process needs (0 fits an emulated step)"
     )
     args = ap.parse_args()
+    # adlrec's callback says on stderr what it does: each plan applied, a service away or back
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("adlrec").setLevel(logging.INFO)
 
     settings = load_settings()
     job = load_job(args.model_py, data_dir=settings.datasets_dir)

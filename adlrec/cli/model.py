@@ -51,7 +51,7 @@ def add_commands(sub) -> None:
         help="probe a model.py briefly and predict its whole throughput curve",
         description="Run a short probe (at most a quarter of a full sweep's budget), load "
         "models:/adlrec-throughput@champion (the analytic model when none is registered), and print the "
-        "predicted curve, its maximum and the fewest workers reaching 95%% of it.",
+        "predicted curve, its maximum and the fewest workers reaching 95% of it.",
     )
     pr.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract")
     pr.add_argument(
