@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,10 +40,12 @@ def make_controller(
     if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
         raise ValueError(f"{who}: interval_s must be a number of seconds > 0, got {interval_s!r}")
     node = node or socket.gethostname()
-    fields = dict(registration)
-    fields["probe" if probe is not None else "curve"] = probe if probe is not None else curve
+    fields = {k: v for k, v in registration.items() if v is not None}  # None: the service's default
+    if probe is not None:
+        fields["probe"] = dict(probe) if isinstance(probe, Mapping) else probe
+    else:  # taken once: a one-shot iterable (map, a generator) must reach the service whole
+        fields["curve"] = list(curve) if isinstance(curve, Iterable) and not isinstance(curve, (str, bytes)) else curve
     _check_registration(who, node, fields)
-    fields["probe" if probe is not None else "curve"] = dict(probe) if probe is not None else list(curve)
     if client is None:
         from adlrec.client import ServiceClient
 

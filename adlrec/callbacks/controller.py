@@ -82,8 +82,10 @@ class Controller:
         workers = getattr(loader, "num_workers", None)
         if isinstance(workers, int):
             fields.setdefault("requested_workers", workers)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, args=(fields,), name="adlrec-heartbeat", daemon=True)
+        self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped
+        self._thread = threading.Thread(
+            target=self._run, args=(fields, self._stop), name="adlrec-heartbeat", daemon=True
+        )
         self._thread.start()
 
     def batch_fetched(self) -> None:
@@ -108,11 +110,11 @@ class Controller:
         self._thread = None
 
     # -- the heartbeat thread -------------------------------------------------------------------------
-    def _run(self, fields: dict[str, Any]) -> None:
+    def _run(self, fields: dict[str, Any], stop: threading.Event) -> None:
         """Register, heartbeat every ``interval_s`` until stopped, then report the job finished: all here,
         so that a slow or hung service never holds up the training loop's start, steps or end."""
         self._safe("register", lambda: self.client.register(self.node, **fields))
-        while not self._stop.wait(self.interval_s):
+        while not stop.wait(self.interval_s):
             self.beat()
         self._safe("finish", self.client.finish)
 

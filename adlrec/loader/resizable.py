@@ -366,7 +366,8 @@ class ResizableLoader:
         self._epoch = -1  # the epoch last started
         self._consumed = 0  # batches of that epoch handed to the loop
         self._finished = True  # whether that epoch was served to its end
-        self._yielded = False  # whether that epoch has handed the loop a batch
+        self._yielded = False  # whether that epoch was used: it handed the loop a batch, or was resumed at its end
+        self._epoch_start = 0  # the position that epoch began at (after a load_state_dict, not 0)
         self._opening = False  # the live epoch's pools start with its first batch
         self._loop_thread: int | None = None  # the thread that iterates the live epoch
         self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
@@ -463,16 +464,19 @@ class ResizableLoader:
         self._abandon()
         self._generation += 1
         self._loop_thread = threading.get_ident()
+        # the last epoch again, from where it began, if nothing used it (no batch, not resumed at its end)
+        again = not self.sampler.epoch_set and not self._yielded and self._epoch >= 0
         if self.sampler.epoch_set:
             epoch = self.sampler.epoch
         else:
-            epoch = self._epoch + 1 if self._yielded or self._epoch < 0 else self._epoch
+            epoch = self._epoch if again else self._epoch + 1
             self.sampler.set_epoch(epoch)
         self.sampler.epoch_set = False
         batches = batches_of(self.sampler.order(), self.batch_size, self.drop_last)
-        start, self._resume_at = min(self._resume_at, len(batches)), 0
+        start = min(self._epoch_start if again else self._resume_at, len(batches))
+        self._resume_at, self._epoch_start = 0, start
         self._epoch, self._batches, self._consumed, self._finished = epoch, batches, start, False
-        self._yielded = False
+        self._yielded = 0 < len(batches) <= start  # resumed at its end: used up, though it yields nothing
         self._last_t = None
         self._opening = start < len(batches)
 

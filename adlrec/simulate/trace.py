@@ -95,17 +95,22 @@ def profile_catalog(folder: Path) -> ProfileCatalog:
     (``folder/published/*.json``) add ``<table>:<model>`` names.
     """
     names: dict[str, Curves] = {}
-    stems: dict[str, list[str]] = {}
+    holders: dict[str, list[tuple[str, Profile]]] = {}  # name -> the files whose profile it names
     for stem, p in profile_files(folder):
         for name in dict.fromkeys((f"{stem}.json", stem, profile_name(p), profile_key(p))):
-            if name not in names or names[name] == p:
-                names[name] = p
-            stems.setdefault(name, []).append(stem)
+            names.setdefault(name, p)
+            holders.setdefault(name, []).append((stem, p))
+    ambiguous = {  # names of two different profiles (not of two copies of one)
+        name: sorted(stem for stem, _ in held)
+        for name, held in holders.items()
+        if any(p != held[0][1] for _, p in held)
+    }
     for path in published_files(folder):
-        names.update(load_published(path))
-    ambiguous = {k: sorted(set(v)) for k, v in stems.items() if len(set(v)) > 1 and k in names}
-    shared = {k for k in ambiguous if not isinstance(names[k], PublishedRank)}
-    return ProfileCatalog({k: v for k, v in names.items() if k not in shared}, {k: ambiguous[k] for k in shared})
+        published = load_published(path)
+        names.update(published)
+        for name in published:
+            ambiguous.pop(name, None)
+    return ProfileCatalog({k: v for k, v in names.items() if k not in ambiguous}, ambiguous)
 
 
 _PLAIN = {int: re.compile(r"[+-]?[0-9]+"), float: re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")}

@@ -13,6 +13,8 @@ import pytest
 import torch
 
 from adlrec.callbacks import ADLCallback, ADLLoop
+from adlrec.callbacks.controller import Controller
+from adlrec.client import ServiceClient
 from adlrec.loader import ResizableLoader
 from adlrec.service import create_app
 from tests.factories import Indices
@@ -93,6 +95,27 @@ def test_a_service_that_never_answers_holds_up_neither_the_first_batch_nor_the_e
         silent.close()
         for conn in held:
             conn.close()
+
+
+def test_a_stop_that_timed_out_leaves_no_second_heartbeat_thread_after_a_restart():
+    # a silent socket: registration waits out its (short) timeout, longer than stop waits
+    silent = socket.create_server(("127.0.0.1", 0), backlog=16)
+    client = ServiceClient(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=0.3, retries=0)
+    controller = Controller(client, "n10", interval_s=0.05, registration={"curve": STEEP}, stop_wait_s=0.01)
+    beating = lambda: [t for t in threading.enumerate() if t.name == "adlrec-heartbeat"]  # noqa: E731
+    try:
+        controller.start(None)
+        controller.stop()  # gives up at once: the first thread is still registering
+        controller.start(None)  # a second fit or with block on the same callback
+        deadline = time.monotonic() + 15
+        while len(beating()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(beating()) == 1, "the first thread, stopped, went on heartbeating beside the second"
+    finally:
+        controller.stop_wait_s = 5.0
+        controller.stop()
+        silent.close()
+        client.close()
 
 
 def test_a_plain_dataloader_is_measured_and_reported_at_its_count_but_never_resized(tmp_path, caplog):

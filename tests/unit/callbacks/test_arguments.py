@@ -55,3 +55,8 @@ def test_iterate_outside_the_with_block_says_how_to_use_it():
     adl = ADLLoop(Indices(8), curve=CURVE, url="http://127.0.0.1:9")
     with pytest.raises(RuntimeError, match="outside `with ADLLoop"):
         next(adl.iterate())
+
+
+def test_none_means_the_services_default_and_a_one_shot_curve_is_sent_whole():
+    adl = ADLLoop(Indices(8), curve=map(float, [1, 2, 3]), url="http://127.0.0.1:9", min_workers=None, gpus=None)
+    assert adl.controller.registration == {"curve": [1.0, 2.0, 3.0]}

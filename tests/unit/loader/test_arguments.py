@@ -112,3 +112,31 @@ def test_a_saved_state_missing_a_key_names_it():
         del state["batches_consumed"]
         with pytest.raises(ValueError, match="state lacks 'batches_consumed'"):
             loader.load_state_dict(state)
+
+
+def test_a_state_taken_at_an_epochs_end_resumes_into_the_next_epoch():
+    with ResizableLoader(Indices(8), 2, shuffle=True, seed=5) as ref:
+        orders = []
+        for e in range(3):
+            ref.set_epoch(e)
+            orders.append(flat(ref))
+    with ResizableLoader(Indices(8), 2, shuffle=True, seed=5) as loader:
+        it = iter(loader)
+        for _ in range(4):
+            next(it)
+        state = loader.state_dict()  # after the last batch, before the loop asks for another
+        assert (state["epoch"], state["batches_consumed"]) == (0, 4)
+    with ResizableLoader(Indices(8), 2, shuffle=True, seed=5) as resumed:
+        resumed.load_state_dict(state)
+        assert flat(resumed) == []  # the rest of epoch 0: nothing
+        assert [flat(resumed), flat(resumed)] == orders[1:]
+
+
+def test_an_unused_iter_after_a_resume_keeps_the_resume_position():
+    with ResizableLoader(Indices(8), 2, shuffle=True, seed=5) as ref:
+        ref.set_epoch(2)
+        whole_epoch = flat(ref)
+    with ResizableLoader(Indices(8), 2, shuffle=True, seed=5) as loader:
+        loader.load_state_dict({"version": 1, "epoch": 2, "batches_consumed": 3, "batches": 4, "seed": 5})
+        iter(loader)  # as Lightning's iterable check
+        assert flat(loader) == whole_epoch[6:]

@@ -102,6 +102,12 @@ def test_a_name_several_profiles_share_is_refused_with_their_file_stems(catalog)
     )
 
 
+def test_two_copies_of_one_profile_leave_its_names_usable(folder):
+    (folder / "w-emulate5-copy.json").write_text((folder / "w-emulate5.json").read_text())
+    catalog = profile_catalog(folder)
+    assert catalog["w@emulate:5"] == catalog["w-emulate5"] and "w@emulate:5" not in catalog.ambiguous
+
+
 def test_a_trace_file_with_a_byte_order_mark_reads_as_without(tmp_path):
     text = HEADER + "\nj1,0,100,w@cpu,1,8\n"
     (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
