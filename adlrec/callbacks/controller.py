@@ -77,6 +77,13 @@ class Controller:
         """Start the heartbeat thread, which registers the job first (idempotent; returns at once)."""
         if self._thread is not None:
             return
+        if loader is not None and not hasattr(loader, "request_resize"):
+            log.warning(
+                "adlrec: the loader is a %s, which cannot change workers mid-epoch; the job is measured and "
+                "reported, but the service's plans are not applied. Train with an adlrec.loader.ResizableLoader "
+                "(with Lightning: hand it to trainer.fit as it is)",
+                type(loader).__name__,
+            )
         self.loader = loader
         fields = dict(self.registration)
         workers = getattr(loader, "num_workers", None)

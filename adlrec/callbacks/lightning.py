@@ -11,7 +11,6 @@ Lightning passes a non-``DataLoader`` train loader through unchanged and exposes
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,8 +20,6 @@ from adlrec.callbacks._build import batch_samples, make_controller
 from adlrec.callbacks.controller import ServiceLike
 
 __all__ = ["ADLCallback"]
-
-log = logging.getLogger("adlrec.callbacks")
 
 
 class ADLCallback(Callback):
@@ -52,12 +49,6 @@ class ADLCallback(Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         loader = trainer.train_dataloader
-        if not hasattr(loader, "request_resize"):
-            log.warning(
-                "adlrec: the train loader is a %s, which cannot change workers mid-epoch; pass an "
-                "adlrec.loader.ResizableLoader to trainer.fit to let the service resize it",
-                type(loader).__name__,
-            )
         self.controller.start(loader)  # any loader is measured and reported; only a resizable one is resized
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:

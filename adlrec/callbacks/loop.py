@@ -9,7 +9,6 @@ with ADLLoop(loader, url="http://scheduler:8470", node="gpu-01", probe=probe) as
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,8 +16,6 @@ from adlrec.callbacks._build import batch_samples, make_controller
 from adlrec.callbacks.controller import Resizable, ServiceLike
 
 __all__ = ["ADLLoop"]
-
-log = logging.getLogger("adlrec.callbacks")
 
 
 class ADLLoop:
@@ -50,12 +47,6 @@ class ADLLoop:
         )
 
     def __enter__(self) -> ADLLoop:
-        if not hasattr(self.loader, "request_resize"):
-            log.warning(
-                "adlrec: the loader is a %s, which cannot change workers mid-epoch; the job is measured and "
-                "reported, but the service's plans are not applied. Pass an adlrec.loader.ResizableLoader",
-                type(self.loader).__name__,
-            )
         self.controller.start(self.loader)
         self._entered = True
         return self
