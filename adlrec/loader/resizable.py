@@ -268,8 +268,9 @@ class ResizableLoader:
     changes mid-epoch.  ``sampler.set_epoch(e)`` (or :meth:`set_epoch`) picks the epoch, as Lightning
     does each epoch; without it each ``iter()`` starts the next epoch, as a shuffling ``DataLoader``
     draws a new order each pass (unless the last ``iter()`` yielded no batch: an unused ``iter()``, as
-    Lightning's check that a loader is iterable, uses up no epoch and starts no worker).  Call :meth:`close` (or use ``with``) to stop the workers of an
-    epoch left unfinished.  Iterate from one thread; another thread may call :meth:`request_resize`.
+    Lightning's check that a loader is iterable, uses up no epoch and starts no worker).  Call
+    :meth:`close` (or use ``with``) to stop the workers of an epoch left unfinished.  Iterate from one
+    thread; another thread may call :meth:`request_resize`.
 
     ``cores``: pin every worker to these cores (Linux ``sched_setaffinity``; a no-op elsewhere).
     ``handover``: batches beyond those in flight that the old pool serves after a resize; ``None``
