@@ -33,6 +33,7 @@ from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from adlrec.errors import TrackingError, UsageError  # noqa: E402
+from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile  # noqa: E402
 
@@ -69,7 +70,11 @@ class Tracker:
         self.experiment = experiment
         self.artifact_root = artifact_root
         if tracking_uri.startswith("sqlite:///"):
-            Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            ensure_folder(
+                Path(tracking_uri.removeprefix("sqlite:///")).parent,
+                "the MLflow store's folder",
+                "--data-dir, ADLREC_DATA_DIR or --tracking-uri",
+            )
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
         self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 

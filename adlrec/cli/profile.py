@@ -81,10 +81,13 @@ def add_commands(sub) -> None:
 
 
 def job_and_device(args: argparse.Namespace, settings):
+    from adlrec.folders import ensure_folder
     from adlrec.job import load_job, parse_param_overrides
     from adlrec.profile.device import parse_device
 
     device = parse_device(args.device)
+    # the job caches generated data there: a folder that cannot be made is the setting's fault, not model.py's
+    ensure_folder(settings.datasets_dir, "the datasets folder", "--data-dir or ADLREC_DATA_DIR")
     job = load_job(
         args.model_py,
         overrides=parse_param_overrides(args.param),
@@ -167,6 +170,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
+    from adlrec.folders import ensure_folder
     from adlrec.profile.library import export_profiles
     from adlrec.schemas import ENOUGH_SHARE
 
@@ -188,7 +192,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         raise UsageError(
             f"no complete profiles to export in experiment {settings.experiment!r} at {tracker.tracking_uri}"
         )
-    written = export_profiles(runs, args.out)
+    ensure_folder(args.out, "--out")
+    try:
+        written = export_profiles(runs, args.out)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot write the profiles there: {exc.strerror or exc}") from None
     for path in written:
         print(path)
     print(f"exported {len(written) - 1} profiles to {args.out}/ (index: {args.out / 'README.md'})")

@@ -41,6 +41,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from adlrec.errors import AdlrecError
+from adlrec.folders import ensure_folder
 from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.service.records import (
     ACTIVE,
@@ -142,7 +143,7 @@ def _engine(url: str) -> Engine:
     if u.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, future=True)
     if u.database and u.database != ":memory:":
-        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        ensure_folder(Path(u.database).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, future=True)
 
     @event.listens_for(engine, "connect")
