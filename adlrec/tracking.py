@@ -14,6 +14,7 @@ import math
 import os
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,19 @@ class Tracker:
                 "--data-dir, ADLREC_DATA_DIR or --tracking-uri",
             )
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
-        self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        try:
+            self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        except (MlflowException, ImportError) as exc:  # a URI MLflow has no store for, or lacks the driver of
+            if isinstance(exc, ImportError):
+                why = f"its database driver {exc.name!r} is not installed"
+            elif urllib.parse.urlparse(tracking_uri).scheme in ("", "file"):
+                why = "a folder is MLflow's file store, which MLflow 3 no longer serves"
+            else:
+                why = _first_line(exc).split(". ")[0]
+            raise UsageError(
+                f"tracking store {tracking_uri!r}: {why}; expected sqlite:///path/mlflow.db, another database URI "
+                "or an MLflow server's http(s):// address (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+            ) from None
 
     # -- experiment ------------------------------------------------------------------------
     def experiment_id(self, create: bool = True) -> str | None:

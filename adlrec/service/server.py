@@ -5,13 +5,15 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 import logging
+import signal
 import socket
 import sys
+import threading
 
 from adlrec.config import Settings
 from adlrec.errors import UsageError
 
-__all__ = ["check_bind", "is_loopback", "serve"]
+__all__ = ["check_bind", "check_tracking", "is_loopback", "serve"]
 
 log = logging.getLogger("adlrec.service")
 
@@ -43,6 +45,15 @@ def check_bind(settings: Settings) -> str:
     return f"no token configured: writes are open, so the service listens on loopback only ({host})"
 
 
+def check_tracking(settings: Settings) -> None:
+    """Raise UsageError when the tracking URI names no store MLflow can open (a folder, an unknown
+    scheme, a missing driver).  A store that is merely away is not checked here: the model falls back
+    to the analytic one and the live writer retries."""
+    from adlrec.tracking import Tracker
+
+    Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+
+
 def serve(settings: Settings) -> None:
     """Start uvicorn in the foreground until interrupted."""
     import uvicorn
@@ -50,6 +61,7 @@ def serve(settings: Settings) -> None:
     from adlrec.service.app import create_app
 
     line = check_bind(settings)
+    check_tracking(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO
     log.warning(line) if settings.service_token is None else log.info(line)
@@ -65,6 +77,8 @@ def serve(settings: Settings) -> None:
             "install uvicorn[standard] (httptools, uvloop): with %s and %s a request costs more CPU", http, loop
         )
     app = create_app(settings)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_after_sigterm)
     uvicorn.run(
         app,
         host=settings.service_host,
@@ -74,6 +88,13 @@ def serve(settings: Settings) -> None:
         log_level="info",
         access_log=False,
     )
+
+
+def _exit_after_sigterm(signum: int, frame: object) -> None:
+    """Exit normally on SIGTERM (``docker stop``, systemd): uvicorn shuts down gracefully and then raises
+    the signal again; under the default handler the process would die there without running its
+    finalizers, and the resource tracker would report the live writer's queue semaphores as leaked."""
+    raise SystemExit(0)
 
 
 def _fast(module: str, fallback: str) -> str:

@@ -39,8 +39,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-from adlrec.errors import AdlrecError
+from adlrec.errors import AdlrecError, UsageError
 from adlrec.folders import ensure_folder
 from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.service.records import (
@@ -86,6 +87,18 @@ class UnknownNode(StoreError):
 
 class JobNotActive(StoreError):
     """The job has finished; it must register again to get workers."""
+
+
+class StoreUnavailable(AdlrecError):
+    """The store's database did not answer at start (not the user's input: exit code 1)."""
+
+    exit_code = 1
+
+
+_URL_HINT = (
+    "expected sqlite:///path/service.db or postgresql+psycopg://user:pw@host/db "
+    "(set by --store-url or ADLREC_SERVICE_STORE_URL)"
+)
 
 
 metadata = MetaData()
@@ -139,9 +152,22 @@ plans_t = Table(
 
 
 def _engine(url: str) -> Engine:
-    u = make_url(url)
+    """The engine for ``url``; a URL that names no usable database is a :class:`UsageError`."""
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        raise UsageError(f"job store URL {url!r} is not a database URL; {_URL_HINT}") from None
+    shown = u.render_as_string(hide_password=True)
     if u.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, future=True)
+        try:
+            return create_engine(u, pool_pre_ping=True, future=True)
+        except NoSuchModuleError:
+            raise UsageError(f"job store {shown}: no database driver {u.drivername!r}; {_URL_HINT}") from None
+        except ImportError as exc:
+            extra = (
+                "; for PostgreSQL install adlrec[postgres] (psycopg 3)" if u.get_backend_name() == "postgresql" else ""
+            )
+            raise UsageError(f"job store {shown}: its driver {exc.name!r} is not installed{extra}") from None
     if u.database and u.database != ":memory:":
         ensure_folder(Path(u.database).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, future=True)
@@ -169,7 +195,13 @@ class JobStore:
         self._write_lock = threading.Lock() if self._sqlite else None
         self._upsert = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.engine.dialect.name)
         self._plans: dict[int, PlanRecord] = {}  # plans never change once stored: a safe cache
-        metadata.create_all(self.engine)
+        try:
+            metadata.create_all(self.engine)
+        except OperationalError as exc:
+            self.engine.dispose()
+            shown = self.engine.url.render_as_string(hide_password=True)
+            first = str(exc.orig or exc).strip().splitlines()[0]
+            raise StoreUnavailable(f"job store {shown}: cannot open it: {first}") from None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -57,3 +57,70 @@ def test_adlrec_serve_refuses_open_writes_on_a_public_interface(tmp_path, capsys
     assert "refusing to listen on 0.0.0.0 without a token" in capsys.readouterr().err
     assert main(["serve", "--policy", "random", "--data-dir", str(tmp_path)]) == 2
     assert "service_policy" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("notaurl", "job store URL 'notaurl' is not a database URL; expected sqlite:///"),
+        ("nope://x", "job store nope://x: no database driver 'nope'; expected sqlite:///"),
+    ],
+)
+def test_adlrec_serve_names_a_store_url_it_cannot_use(tmp_path, capsys, url, says):
+    from adlrec.cli import main
+
+    assert main(["serve", "--store-url", url, "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "ADLREC_SERVICE_STORE_URL" in err
+
+
+def test_a_store_url_hides_its_password_and_a_database_that_cannot_open_exits_1(tmp_path):
+    from adlrec.service.store import JobStore, StoreUnavailable
+
+    (tmp_path / "dir.db").mkdir()  # a folder where the database file should be
+    with pytest.raises(StoreUnavailable, match="cannot open it: unable to open database file") as err:
+        JobStore(f"sqlite:///{tmp_path / 'dir.db'}")
+    assert err.value.exit_code == 1
+    with pytest.raises(UsageError) as err:
+        JobStore("nope://user:hunter2@host/db")
+    assert "hunter2" not in str(err.value) and "user:***@host" in str(err.value)
+
+
+def test_adlrec_serve_refuses_a_tracking_uri_mlflow_cannot_open(tmp_path, capsys):
+    from adlrec.cli import main
+
+    assert main(["serve", "--tracking-uri", str(tmp_path / "mlruns"), "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "a folder is MLflow's file store, which MLflow 3 no longer serves; expected sqlite:///" in err
+    assert not (tmp_path / "service.db").exists()  # refused before the job store was opened
+
+
+def test_adlrec_serve_stopped_with_sigterm_exits_0_and_leaks_nothing(tmp_path):
+    """docker stop / systemd send SIGTERM: uvicorn shuts down, then raises it again; the default handler
+    killed the process there, without finalizers, and the resource tracker reported the live writer's
+    semaphores as leaked."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
+    cmd = [sys.executable, "-m", "adlrec.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "Application startup complete" in line:
+            time.sleep(1.5)  # the live writer process has started by now
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.communicate(timeout=60)[1]
+    err = "".join(lines) + rest
+    assert "Application startup complete" in err, err
+    assert proc.returncode == 0, err
+    assert "leaked" not in err and "Traceback" not in err, err
