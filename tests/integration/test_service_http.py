@@ -159,6 +159,12 @@ def test_other_client_mistakes_are_4xx_never_500(service):
     chunked = iter([b"x" * 40_000, b"x" * 40_000])  # no content-length: counted as it arrives
     assert http.post("/jobs", content=chunked, headers=AUTH).status_code == 413
     assert http.get("/plans", params={"limit": 0}).status_code == 422
+    # past SQLite's 64-bit integers: this was a 500 (OverflowError in the store)
+    r = http.get(f"/plans/{2**63}")
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: plan_id:"), r.text
+    r = http.get("/plans", params={"before": 2**63})
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: before:"), r.text
+    assert http.get(f"/plans/{2**63 - 1}").status_code == 404
     register(http, "fin", "fin-a", [1.0, 2.0])
     assert http.post("/jobs/fin-a/finish", headers=AUTH).json()["status"] == "finished"
     assert http.post("/jobs/fin-a/heartbeat", json={}, headers=AUTH).status_code == 409

@@ -11,6 +11,8 @@ from adlrec.service.deps import Authorized, PartsDep
 
 router = APIRouter(tags=["plans"])
 
+MAX_ID = 2**63 - 1  # plan ids are 64-bit integers in the store: a larger one is the client's mistake, not a 500
+
 
 @router.get("/nodes/{name}/plan", summary="The node's current plan (404 until the first one)")
 def current_plan(name: Annotated[str, Path(min_length=1, max_length=128)], parts: PartsDep) -> PlanOut:
@@ -25,7 +27,7 @@ def current_plan(name: Annotated[str, Path(min_length=1, max_length=128)], parts
 def history(
     parts: PartsDep,
     node: Annotated[str | None, Query(max_length=128)] = None,
-    before: Annotated[int | None, Query(ge=1, description="only plans with a smaller id")] = None,
+    before: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only plans with a smaller id")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> PlanPage:
     plans = parts.store.plans(node=node, before=before, limit=limit)
@@ -34,7 +36,7 @@ def history(
 
 
 @router.get("/plans/{plan_id}", summary="One plan by id")
-def get_plan(plan_id: Annotated[int, Path(ge=1)], parts: PartsDep) -> PlanOut:
+def get_plan(plan_id: Annotated[int, Path(ge=1, le=MAX_ID)], parts: PartsDep) -> PlanOut:
     p = parts.store.plan(plan_id)
     if p is None:
         raise HTTPException(status_code=404, detail=f"no plan {plan_id}")
