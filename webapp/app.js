@@ -189,7 +189,7 @@ function renderJob(id, job, plans) {
         (a.plan_id ? ` (plan #${a.plan_id})` : "") +
         ` · running with ${job.reported_workers ?? "–"} · asked for ${job.requested_workers} · curve: ${job.curve_source}`,
     ),
-    plan && plan.reasons[job.job_id] ? h("p", { class: "why" }, `why: ${plan.reasons[job.job_id]}`) : null,
+    h("p", { class: "why" }, plan && plan.reasons[job.job_id] ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
     curveChart(job),
     job.measured.length
       ? h(

@@ -187,6 +187,16 @@ def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
     browser.get(f"{srv.url}/ui/?refresh=1#job/nosuchjob")
     wait_for(browser, lambda d: "knows no job nosuchjob" in (text(d, "#job-detail") or ""), "the unknown job")
 
+    # a job no plan holds (two main processes on a 1-core node: no plan fits); the page said "null" there
+    assert http.put("/nodes/tiny", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
+    register(http, "tiny", "orphan", RISING)
+    register(http, "tiny", "orphan2", RISING)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=1#job/orphan")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job orphan" and text(d, "#job .why"), "the job's page")
+    assert text(browser, "#job .why") == "not in a plan yet"
+    assert "null" not in text(browser, "#job-detail")
+
 
 def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):
     settings = service_settings(tmp_path)
