@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
 
 import lightning as L
 
 from adlrec.callbacks import ADLCallback
 from adlrec.config import load_settings
+from adlrec.errors import AdlrecError
 from adlrec.job import load_job
 from adlrec.loader import ResizableLoader
 from adlrec.predict.probe import probe_job
@@ -52,33 +52,37 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2, help="workers to start with")
     ap.add_argument("--url", default=os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470"))
-    ap.add_argument("--node", default=socket.gethostname())
+    ap.add_argument("--node", default=None, help="the node's name at the service (default: this host's name)")
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
     args = ap.parse_args()
     # adlrec's callback says on stderr what it does: each plan applied, a service away or back
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("adlrec").setLevel(logging.INFO)
 
-    settings = load_settings()
-    job = load_job(args.model_py, data_dir=settings.datasets_dir)
-    device = parse_device("auto")
-    probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
-    loader = ResizableLoader(
-        job.dataset(),
-        batch_size=job.batch_size,
-        shuffle=True,
-        seed=0,
-        num_workers=args.workers,
-        collate_fn=job.collate_fn,
-        multiprocessing_context="fork",
-    )
-    callback = ADLCallback(
-        url=args.url,
-        token=os.environ.get("ADLREC_SERVICE_TOKEN"),
-        node=args.node,
-        probe=probe.features.to_dict(),
-        interval_s=args.interval,
-    )
+    try:  # a mistake in the arguments or the model.py: one line, before anything starts
+        settings = load_settings()
+        job = load_job(args.model_py, data_dir=settings.datasets_dir)
+        device = parse_device("auto")
+        probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+        loader = ResizableLoader(
+            job.dataset(),
+            batch_size=job.batch_size,
+            shuffle=True,
+            seed=0,
+            num_workers=args.workers,
+            collate_fn=job.collate_fn,
+            multiprocessing_context="fork",
+        )
+        callback = ADLCallback(
+            url=args.url,
+            token=os.environ.get("ADLREC_SERVICE_TOKEN"),
+            node=args.node,
+            probe=probe.features.to_dict(),
+            interval_s=args.interval,
+        )
+    except (AdlrecError, ValueError, TypeError) as exc:
+        print(f"train_lightning.py: error: {exc}", file=sys.stderr)
+        return 2
     module = JobModule(job)
     trainer = L.Trainer(
         max_epochs=args.epochs,

@@ -17,12 +17,12 @@ import argparse
 import json
 import logging
 import os
-import socket
 import sys
 import time
 
 from adlrec.callbacks import ADLLoop
 from adlrec.config import load_settings
+from adlrec.errors import AdlrecError
 from adlrec.job import load_job
 from adlrec.loader import ResizableLoader
 from adlrec.predict.probe import probe_job
@@ -37,7 +37,7 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2, help="workers to start with")
     ap.add_argument("--url", default=os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470"))
-    ap.add_argument("--node", default=socket.gethostname())
+    ap.add_argument("--node", default=None, help="the node's name at the service (default: this host's name)")
     ap.add_argument("--job-id", default=None)
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
     ap.add_argument("--no-service", action="store_true", help="train with --workers throughout")
@@ -49,32 +49,25 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("adlrec").setLevel(logging.INFO)
 
-    settings = load_settings()
-    job = load_job(args.model_py, data_dir=settings.datasets_dir)
-    device = parse_device(args.device)
-    step = make_step(job, device)
-    loader = ResizableLoader(
-        job.dataset(),
-        batch_size=job.batch_size,
-        shuffle=True,
-        seed=0,
-        num_workers=args.workers,
-        collate_fn=job.collate_fn,
-        multiprocessing_context="fork",
-    )
-    used = [args.workers]
-    samples = 0
-    # Probed in both modes, so a baseline run pays the same start-up as a run under the service.
-    probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
-    start, started_at = time.perf_counter(), time.time()
-    with loader:
-        if args.no_service:
-            for _ in range(args.epochs):
-                for batch in loader:
-                    step(batch)
-                    samples += job.batch_size
-        else:
-            with ADLLoop(
+    try:  # a mistake in the arguments or the model.py: one line, before anything starts
+        settings = load_settings()
+        job = load_job(args.model_py, data_dir=settings.datasets_dir)
+        device = parse_device(args.device)
+        step = make_step(job, device)
+        loader = ResizableLoader(
+            job.dataset(),
+            batch_size=job.batch_size,
+            shuffle=True,
+            seed=0,
+            num_workers=args.workers,
+            collate_fn=job.collate_fn,
+            multiprocessing_context="fork",
+        )
+        # Probed in both modes, so a baseline run pays the same start-up as a run under the service.
+        probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+        adl = None
+        if not args.no_service:
+            adl = ADLLoop(
                 loader,
                 url=args.url,
                 token=os.environ.get("ADLREC_SERVICE_TOKEN"),
@@ -83,7 +76,21 @@ def main() -> int:
                 interval_s=args.interval,
                 job_id=args.job_id,
                 main_cores=args.main_cores,
-            ) as adl:
+            )
+    except (AdlrecError, ValueError, TypeError) as exc:
+        print(f"train_loop.py: error: {exc}", file=sys.stderr)
+        return 2
+    used = [args.workers]
+    samples = 0
+    start, started_at = time.perf_counter(), time.time()
+    with loader:
+        if adl is None:
+            for _ in range(args.epochs):
+                for batch in loader:
+                    step(batch)
+                    samples += job.batch_size
+        else:
+            with adl:
                 for _ in range(args.epochs):
                     for batch in adl.iterate():
                         step(batch)

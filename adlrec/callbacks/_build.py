@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -11,11 +12,19 @@ from urllib.parse import urlsplit
 
 from adlrec.callbacks.controller import Controller, ServiceLike
 
-__all__ = ["batch_samples", "make_controller"]
+__all__ = ["batch_samples", "default_node", "make_controller"]
 
 
 # The adapters' own keyword arguments; every other one is a field of the job's registration (POST /jobs).
 OWN_ARGUMENTS = ("url", "node", "token", "client", "interval_s", "probe", "curve")
+
+
+def default_node() -> str:
+    """This machine's node name for the service: its host name, with each character a node name may not
+    hold (``[A-Za-z0-9._:@-]``, starting alphanumeric) made a ``-``, so that any host (``lab host``:
+    ``lab-host``) can register without ``node=``."""
+    name = re.sub(r"[^A-Za-z0-9._:@-]", "-", socket.gethostname()).lstrip("._:@-")[:128]
+    return name or "localhost"
 
 
 def make_controller(
@@ -39,7 +48,7 @@ def make_controller(
         )
     if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
         raise ValueError(f"{who}: interval_s must be a number of seconds > 0, got {interval_s!r}")
-    node = node or socket.gethostname()
+    node = node or default_node()
     fields = {k: v for k, v in registration.items() if v is not None}  # None: the service's default
     if probe is not None:
         fields["probe"] = dict(probe) if isinstance(probe, Mapping) else probe

@@ -60,3 +60,49 @@ def test_iterate_outside_the_with_block_says_how_to_use_it():
 def test_none_means_the_services_default_and_a_one_shot_curve_is_sent_whole():
     adl = ADLLoop(Indices(8), curve=map(float, [1, 2, 3]), url="http://127.0.0.1:9", min_workers=None, gpus=None)
     assert adl.controller.registration == {"curve": [1.0, 2.0, 3.0]}
+
+
+@pytest.mark.parametrize(
+    ("host", "node"),
+    [
+        ("gpu_01", "gpu_01"),
+        ("lab host", "lab-host"),
+        ("-lab/01", "lab-01"),
+        ("___", "localhost"),
+        ("h" * 200, "h" * 128),
+    ],
+)
+def test_the_default_node_is_the_host_name_made_a_valid_node_name(monkeypatch, host, node):
+    import socket
+
+    from adlrec.callbacks._build import default_node
+    from adlrec.service.api import JobRegistration
+
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
+    assert default_node() == node
+    JobRegistration.model_validate({"node": default_node(), "curve": CURVE})  # the service takes it
+    assert ADLLoop(Indices(8), curve=CURVE).controller.node == node
+
+
+@pytest.mark.parametrize("script", ["train_loop.py", "train_lightning.py"])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["nonexist.py"], "nonexist.py: no such file"),
+        (["{tiny}", "--workers", "-1"], "num_workers must be a whole number >= 0, got -1"),
+        (["{tiny}", "--interval", "0"], "interval_s must be a number of seconds > 0, got 0.0"),
+    ],
+)
+def test_the_example_scripts_say_a_mistake_in_one_line(tmp_path, tiny_job_path, script, args, says):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / script
+    argv = [a.replace("{tiny}", str(tiny_job_path)) for a in args]
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    done = subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.endswith("\n") and done.stderr.splitlines()[-1].startswith(f"{script}: error: ")
+    assert says in done.stderr and "Traceback" not in done.stderr
