@@ -13,7 +13,7 @@ import threading
 from adlrec.config import Settings
 from adlrec.errors import UsageError
 
-__all__ = ["check_bind", "check_tracking", "is_loopback", "serve"]
+__all__ = ["check_bind", "check_listen", "check_tracking", "is_loopback", "serve"]
 
 log = logging.getLogger("adlrec.service")
 
@@ -45,6 +45,24 @@ def check_bind(settings: Settings) -> str:
     return f"no token configured: writes are open, so the service listens on loopback only ({host})"
 
 
+def check_listen(settings: Settings) -> None:
+    """Raise UsageError when the service could not listen on its host and port (taken, or not an
+    address of this machine), before its start-up spends seconds on the stores and the model; uvicorn
+    would say so only after, with its own exit code 3."""
+    host, port = settings.service_host, settings.service_port
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; expected a free port (--port) on an address "
+            "of this machine (--host)"
+        ) from None
+
+
 def check_tracking(settings: Settings) -> None:
     """Raise UsageError when the tracking URI names no store MLflow can open (a folder, an unknown
     scheme, a missing driver).  A store that is merely away is not checked here: the model falls back
@@ -61,6 +79,7 @@ def serve(settings: Settings) -> None:
     from adlrec.service.app import create_app
 
     line = check_bind(settings)
+    check_listen(settings)
     check_tracking(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO

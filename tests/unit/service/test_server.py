@@ -69,7 +69,7 @@ def test_adlrec_serve_refuses_open_writes_on_a_public_interface(tmp_path, capsys
 def test_adlrec_serve_names_a_store_url_it_cannot_use(tmp_path, capsys, url, says):
     from adlrec.cli import main
 
-    assert main(["serve", "--store-url", url, "--data-dir", str(tmp_path)]) == 2
+    assert main(["serve", "--port", "0", "--store-url", url, "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "ADLREC_SERVICE_STORE_URL" in err
 
@@ -89,7 +89,7 @@ def test_a_store_url_hides_its_password_and_a_database_that_cannot_open_exits_1(
 def test_adlrec_serve_refuses_a_tracking_uri_mlflow_cannot_open(tmp_path, capsys):
     from adlrec.cli import main
 
-    assert main(["serve", "--tracking-uri", str(tmp_path / "mlruns"), "--data-dir", str(tmp_path)]) == 2
+    assert main(["serve", "--port", "0", "--tracking-uri", str(tmp_path / "mlruns"), "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "a folder is MLflow's file store, which MLflow 3 no longer serves; expected sqlite:///" in err
     assert not (tmp_path / "service.db").exists()  # refused before the job store was opened
@@ -124,3 +124,20 @@ def test_adlrec_serve_stopped_with_sigterm_exits_0_and_leaks_nothing(tmp_path):
     assert "Application startup complete" in err, err
     assert proc.returncode == 0, err
     assert "leaked" not in err and "Traceback" not in err, err
+
+
+def test_adlrec_serve_on_a_taken_port_or_a_foreign_host_is_one_line_before_start_up(tmp_path, capsys):
+    import socket
+
+    from adlrec.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use; expected a free port (--port)" in err
+    assert err.count("\n") == 1 and not (tmp_path / "service.db").exists()  # refused before the stores
+    assert main(["serve", "--host", "999.1.1.1", "--token", "t", "--data-dir", str(tmp_path)]) == 2
+    assert "cannot listen on 999.1.1.1:8470:" in capsys.readouterr().err
