@@ -136,8 +136,8 @@ def create_app(
     if settings.service_fast_heartbeat:
         route = next(r for r in jobs.router.routes if getattr(r, "path", None) == "/jobs/{job_id}/heartbeat")
         app.add_middleware(HeartbeatFastPath, parts=parts, route=route)
-    app.add_middleware(Metered, metrics=metrics)
     app.add_middleware(BodyLimit, limit=settings.service_max_body_bytes)
+    app.add_middleware(Metered, metrics=metrics)  # outermost (added last): it counts the 413s too
     return app
 
 

@@ -173,11 +173,14 @@ def test_other_client_mistakes_are_4xx_never_500(service):
 def test_metrics_are_prometheus_text(service):
     http, _ = service
     http.get("/health")
+    assert http.post("/jobs", content=b"x" * 70_000, headers=AUTH).status_code == 413
     r = http.get("/metrics")
     assert r.headers["content-type"].startswith("text/plain")
     text = r.text
     assert "# TYPE adlrec_http_requests_total counter" in text
     assert 'adlrec_http_requests_total{code="200",method="GET",route="/health"}' in text
+    # refused before routing, so under no route's template
+    assert 'adlrec_http_requests_total{code="413",method="POST",route="unmatched"}' in text
     assert "adlrec_http_request_seconds_count" in text and 'adlrec_jobs{status="active"}' in text
 
 
