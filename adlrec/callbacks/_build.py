@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import socket
@@ -54,7 +55,7 @@ def make_controller(
         fields["probe"] = dict(probe) if isinstance(probe, Mapping) else probe
     else:  # taken once: a one-shot iterable (map, a generator) must reach the service whole
         fields["curve"] = list(curve) if isinstance(curve, Iterable) and not isinstance(curve, (str, bytes)) else curve
-    _check_registration(who, node, fields)
+    fields = _check_registration(who, node, fields)
     if client is None:
         from adlrec.client import ServiceClient
 
@@ -65,12 +66,17 @@ def make_controller(
     return Controller(client, node, interval_s=interval_s, registration=fields)
 
 
-def _check_registration(who: str, node: str, fields: dict[str, Any]) -> None:
-    """Validate the registration as the service will (its own pydantic model), naming what was wrong."""
+def _check_registration(who: str, node: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The registration's fields as the service will get them (JSON: a numpy or torch scalar made a
+    number), validated as the service will (its own pydantic model), naming what was wrong."""
     from pydantic import ValidationError
 
     from adlrec.service.api import JobRegistration
 
+    try:
+        fields = json.loads(json.dumps(fields, default=_json_scalar))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{who}: the registration must be plain numbers, strings and lists: {exc}"[:500]) from None
     try:
         JobRegistration.model_validate({"node": node, **fields})
     except ValidationError as exc:
@@ -85,6 +91,18 @@ def _check_registration(who: str, node: str, fields: dict[str, Any]) -> None:
             ) from None
         got = err.get("input")
         raise ValueError(f"{who}: {where}: {err['msg']}, got {got!r}"[:500]) from None
+    return fields
+
+
+def _json_scalar(value: Any) -> Any:
+    """A numpy or torch scalar (or a one-element tensor) as the Python number it holds."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            return item()
+        except Exception:  # an array of more than one element: torch raises RuntimeError, numpy ValueError
+            pass
+    raise TypeError(f"{type(value).__name__} {value!r} is not a number, string or list")
 
 
 def _check_url(who: str, url: Any) -> None:

@@ -36,7 +36,11 @@ Workers = Annotated[int, Field(ge=0, le=256)]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A request body.  Strict: a JSON number where a number belongs (an integer may stand for a float,
+    never a float for an integer), no ``true`` for a number, no ``"1"`` for one; a client's wrong type
+    is its mistake to hear of (422), not something to guess at."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ProbeIn(_In):

@@ -131,6 +131,11 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v", "curve": [1.0, 2.0], "max_workers": 5}, "body", "past the curve's last point"),
         ({"node": "v", "curve": [1.0, "fast"]}, "curve.1", "valid number"),
         ({"node": "v b", "curve": [1.0]}, "node", "pattern"),
+        # strict types: a wrong type is the client's mistake, never coerced (true was 1, "2" was 2)
+        ({"node": "v", "curve": [1.0, True]}, "curve.1", "valid number"),
+        ({"node": "v", "curve": [1.0, 2.0], "gpus": "2"}, "gpus", "valid integer"),
+        ({"node": "v", "curve": [1.0, 2.0], "gpus": 1.0}, "gpus", "valid integer"),
+        ({"node": "v", "curve": [1.0, 2.0], "weight": False}, "weight", "valid number"),
         ({"node": "v", "curve": [1.0], "colour": "red"}, "colour", "Extra inputs"),
         ({"node": "v", "probe": PROBE | {"ceiling": 0}}, "probe.ceiling", "greater than 0"),
         ({"node": "v", "probe": PROBE, "max_workers": 999}, "max_workers", "less than or equal to 256"),

@@ -15,6 +15,9 @@ CURVE = [10.0, 50.0, 90.0]
         ({"min_worker": 1}, TypeError, "did you mean 'min_workers'?"),
         ({"min_workers": -1}, ValueError, "ADLLoop: min_workers: Input should be greater than or equal to 0, got -1"),
         ({"gpus": 1.5}, ValueError, "ADLLoop: gpus:"),
+        ({"gpus": True}, ValueError, "ADLLoop: gpus: Input should be a valid integer, got True"),
+        ({"gpus": "2"}, ValueError, "ADLLoop: gpus: Input should be a valid integer, got '2'"),
+        ({"weight": object()}, ValueError, "ADLLoop: the registration must be plain numbers, strings and lists"),
         ({"interval_s": "5"}, ValueError, "interval_s must be a number of seconds > 0, got '5'"),
         ({"url": "127.0.0.1:8470"}, ValueError, "url must be the service's http(s) address"),
         ({"url": "htp://127.0.0.1:8470"}, ValueError, "got 'htp://127.0.0.1:8470'"),
@@ -32,6 +35,8 @@ def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, erro
     [
         ({"curve": 5}, "ADLLoop: curve: Input should be a valid list, got 5"),
         ({"curve": [1.0, -2.0]}, "ADLLoop: curve.1:"),
+        ({"curve": [1.0, True]}, "ADLLoop: curve.1: Input should be a valid number, got True"),
+        ({"curve": ["1", 2.0]}, "ADLLoop: curve.0: Input should be a valid number, got '1'"),
         ({"probe": {"bogus": 1}}, "ADLLoop: probe."),
         ({"probe": [1, 2]}, "ADLLoop: probe:"),
     ],
@@ -60,6 +65,17 @@ def test_iterate_outside_the_with_block_says_how_to_use_it():
 def test_none_means_the_services_default_and_a_one_shot_curve_is_sent_whole():
     adl = ADLLoop(Indices(8), curve=map(float, [1, 2, 3]), url="http://127.0.0.1:9", min_workers=None, gpus=None)
     assert adl.controller.registration == {"curve": [1.0, 2.0, 3.0]}
+
+
+def test_numpy_and_torch_numbers_are_sent_as_the_numbers_they_hold():
+    import numpy as np
+    import torch
+
+    adl = ADLLoop(
+        Indices(8), curve=torch.tensor([1.0, 2.0, 4.0]), gpus=np.int64(2), weight=np.float32(0.5), url="http://127.0.0.1:9"
+    )
+    assert adl.controller.registration == {"curve": [1.0, 2.0, 4.0], "gpus": 2, "weight": 0.5}
+    assert type(adl.controller.registration["gpus"]) is int
 
 
 @pytest.mark.parametrize(
