@@ -37,12 +37,13 @@ def number(
     return parse
 
 
-nonneg_int = number(int, 0)
-pos_int = number(int, 1)
+# bounds a command can still answer in reasonable time; the same as the service's (adlrec.service.api)
+worker_count = number(int, 0, maximum=256)
+core_count = number(int, 1, maximum=4096)
+tcp_port = number(int, 0, maximum=65535)
 seconds = number(float, 0, exclusive=True, unit="seconds")
 fraction = number(float, 0, maximum=1)
 pos_float = number(float, 0, exclusive=True)
-nonneg_float = number(float, 0)
 
 
 def store_args(p: argparse.ArgumentParser, experiment: str = "adlrec-profiles") -> None:

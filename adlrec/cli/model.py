@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adlrec.cli.common import nonneg_int, seconds, settings_from, stdout, store_args, tracker_from
+from adlrec.cli.common import seconds, settings_from, stdout, store_args, tracker_from, worker_count
 from adlrec.cli.profile import job_and_device, profile_tracker, sweep
 from adlrec.errors import UsageError
 
@@ -56,7 +56,7 @@ def add_commands(sub) -> None:
     pr.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract")
     pr.add_argument(
         "--max-workers",
-        type=nonneg_int,
+        type=worker_count,
         default=None,
         help="largest worker count to predict (default: cores + 2, at most 16)",
     )

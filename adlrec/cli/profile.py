@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adlrec.cli.common import nonneg_int, seconds, settings_from, stdout, store_args, tracker_from
+from adlrec.cli.common import seconds, settings_from, stdout, store_args, tracker_from, worker_count
 from adlrec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def add_commands(sub) -> None:
     )
     p.add_argument("model_py", type=Path, help="the job: a model.py that follows the adlrec contract (see README)")
     p.add_argument(
-        "--max-workers", type=nonneg_int, default=None, help="largest worker count (default: cores + 2, at most 16)"
+        "--max-workers", type=worker_count, default=None, help="largest worker count (default: cores + 2, at most 16)"
     )
     p.add_argument(
         "--device",

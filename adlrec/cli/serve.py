@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from adlrec.cli.common import nonneg_int, seconds, settings_from, store_args
+from adlrec.cli.common import seconds, settings_from, store_args, tcp_port
 
 __all__ = ["add_commands"]
 
@@ -18,7 +18,7 @@ def add_commands(sub) -> None:
         "Without a token it listens on loopback only.",
     )
     sv.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1; others need a token)")
-    sv.add_argument("--port", type=nonneg_int, default=None, help="TCP port (default 8470)")
+    sv.add_argument("--port", type=tcp_port, default=None, help="TCP port (default 8470)")
     sv.add_argument(
         "--token",
         default=None,

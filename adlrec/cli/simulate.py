@@ -7,7 +7,16 @@ import json
 import shlex
 from pathlib import Path
 
-from adlrec.cli.common import fraction, nonneg_int, number, pos_float, pos_int, settings_from, stdout, store_args
+from adlrec.cli.common import (
+    core_count,
+    fraction,
+    number,
+    pos_float,
+    settings_from,
+    stdout,
+    store_args,
+    worker_count,
+)
 from adlrec.config import SIMULATION_EXPERIMENT
 from adlrec.errors import UsageError
 
@@ -85,7 +94,9 @@ def add_commands(sub) -> None:
         "trace CSV. Each job names a measured profile; the simulator derives its curve on the node from the "
         "profile's measured parameters.",
     )
-    gen.add_argument("--jobs", type=pos_int, default=40, help="number of jobs (default 40)")
+    gen.add_argument(
+        "--jobs", type=number(int, 1, maximum=10_000), default=40, help="number of jobs, at most 10,000 (default 40)"
+    )
     gen.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     gen.add_argument("--out", type=Path, default=Path("trace.csv"), help="file to write (default trace.csv)")
     _node_args(gen)
@@ -97,7 +108,7 @@ def add_commands(sub) -> None:
     )
     gen.add_argument(
         "--num-workers",
-        type=nonneg_int,
+        type=worker_count,
         default=8,
         help="num_workers per rank every job's script asks for (default 8)",
     )
@@ -116,8 +127,8 @@ def add_commands(sub) -> None:
 
 
 def _node_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cores", type=pos_int, default=32, help="node logical cores (default 32)")
-    p.add_argument("--gpus", type=pos_int, default=8, help="node GPUs (default 8)")
+    p.add_argument("--cores", type=core_count, default=32, help="node logical cores (default 32)")
+    p.add_argument("--gpus", type=number(int, 1, maximum=256), default=8, help="node GPUs (default 8)")
     p.add_argument(
         "--profiles", type=Path, default=Path("profiles"), help="folder of measured profiles (default profiles/)"
     )

@@ -1,0 +1,37 @@
+"""Counts past what a command can answer in reasonable time are refused by argparse, naming the range:
+before, `--max-workers 100000` or `--jobs 100000000` ran for minutes with no output."""
+
+from __future__ import annotations
+
+import pytest
+
+from adlrec.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["profile", "model.py", "--max-workers", "257"], "--max-workers: expected a whole number within 0..256, got 257"),
+        (["predict", "model.py", "--max-workers", "100000"], "expected a whole number within 0..256, got 100000"),
+        (["simulate", "t.csv", "--cores", "1000000"], "--cores: expected a whole number within 1..4096, got 1000000"),
+        (["simulate", "t.csv", "--gpus", "0"], "--gpus: expected a whole number within 1..256, got 0"),
+        (["trace", "generate", "--jobs", "100000"], "--jobs: expected a whole number within 1..10000, got 100000"),
+        (["trace", "generate", "--num-workers", "300"], "--num-workers: expected a whole number within 0..256, got 300"),
+        (["serve", "--port", "65536"], "--port: expected a whole number within 0..65535, got 65536"),
+    ],
+)
+def test_a_count_out_of_range_is_one_line_naming_the_range(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv", [["profile", "--help"], ["trace", "generate", "--help"], ["simulate", "--help"], ["serve", "--help"]]
+)
+def test_the_bounds_leave_help_working(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
