@@ -72,7 +72,11 @@ def test_numpy_and_torch_numbers_are_sent_as_the_numbers_they_hold():
     import torch
 
     adl = ADLLoop(
-        Indices(8), curve=torch.tensor([1.0, 2.0, 4.0]), gpus=np.int64(2), weight=np.float32(0.5), url="http://127.0.0.1:9"
+        Indices(8),
+        curve=torch.tensor([1.0, 2.0, 4.0]),
+        gpus=np.int64(2),
+        weight=np.float32(0.5),
+        url="http://127.0.0.1:9",
     )
     assert adl.controller.registration == {"curve": [1.0, 2.0, 4.0], "gpus": 2, "weight": 0.5}
     assert type(adl.controller.registration["gpus"]) is int

@@ -11,12 +11,18 @@ from adlrec.cli import main
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["profile", "model.py", "--max-workers", "257"], "--max-workers: expected a whole number within 0..256, got 257"),
+        (
+            ["profile", "model.py", "--max-workers", "257"],
+            "--max-workers: expected a whole number within 0..256, got 257",
+        ),
         (["predict", "model.py", "--max-workers", "100000"], "expected a whole number within 0..256, got 100000"),
         (["simulate", "t.csv", "--cores", "1000000"], "--cores: expected a whole number within 1..4096, got 1000000"),
         (["simulate", "t.csv", "--gpus", "0"], "--gpus: expected a whole number within 1..256, got 0"),
         (["trace", "generate", "--jobs", "100000"], "--jobs: expected a whole number within 1..10000, got 100000"),
-        (["trace", "generate", "--num-workers", "300"], "--num-workers: expected a whole number within 0..256, got 300"),
+        (
+            ["trace", "generate", "--num-workers", "300"],
+            "--num-workers: expected a whole number within 0..256, got 300",
+        ),
         (["serve", "--port", "65536"], "--port: expected a whole number within 0..65535, got 65536"),
     ],
 )
