@@ -117,6 +117,7 @@ function nodeCard(node, plan, active) {
       node.name,
       h("span", { class: "meta" }, ` · ${node.cores} cores · ${mb(node.memory_mb)} for workers · ${plural(node.active_jobs, "active job")} · ${planText}`),
     ),
+    node.problem ? h("p", { class: "problem" }, `no plan fits: ${node.problem}`) : null,
     plan ? coreBar(node, plan, active) : null,
     active.length ? jobTable(active, plan) : h("p", { class: "empty" }, "no active job"),
   );

@@ -14,14 +14,19 @@ class InfeasibleRequest(ValueError):
     """No plan can satisfy the request: the main processes or the minimum workers do not fit."""
 
 
+def _count(n: int, noun: str, plural: str = "s") -> str:
+    return f"{n} {noun}{'' if n == 1 else plural}"
+
+
 def check_feasible(request: AllocationRequest) -> None:
     """Raise :class:`InfeasibleRequest` unless every job's ``min_workers`` fit the core and memory budgets."""
     budget = request.worker_cores
     need = sum(j.min_workers for j in request.jobs)
     if need > budget:
+        mains = sum(j.main_cores for j in request.jobs)
         raise InfeasibleRequest(
-            f"{request.cores} cores cannot hold {sum(j.main_cores for j in request.jobs)} main processes "
-            f"and {need} minimum workers"
+            f"{_count(request.cores, 'core')} cannot hold the jobs' {_count(mains, 'main process', 'es')} "
+            f"and {_count(need, 'minimum worker')}"
         )
     mem = sum(j.min_workers * j.mem_per_worker_mb for j in request.jobs)
     if mem > request.memory_mb:

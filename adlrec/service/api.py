@@ -109,10 +109,17 @@ class NodeOut(BaseModel):
     memory_mb: int
     active_jobs: int
     plan_id: int | None
+    problem: str | None = Field(
+        default=None,
+        description="why the last recompute made no plan for the node; until one fits, a job keeps what "
+        "its last plan gave it, a new job what it asked for",
+    )
 
     @classmethod
-    def of(cls, n: NodeInfo, active_jobs: int, plan_id: int | None) -> NodeOut:
-        return cls(name=n.name, cores=n.cores, memory_mb=n.memory_mb, active_jobs=active_jobs, plan_id=plan_id)
+    def of(cls, n: NodeInfo, active_jobs: int, plan_id: int | None, problem: str | None = None) -> NodeOut:
+        return cls(
+            name=n.name, cores=n.cores, memory_mb=n.memory_mb, active_jobs=active_jobs, plan_id=plan_id, problem=problem
+        )
 
 
 class PointOut(BaseModel):

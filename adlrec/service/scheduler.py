@@ -94,6 +94,7 @@ class Recomputer:
                 if o.error:
                     self.metrics.inc("adlrec_infeasible_total")
                     log.warning("node %s: no plan: %s", o.node, o.error)
+            self.state.set_problems({o.node: o.error for o in outcomes if o.error})  # GET /nodes shows them
             stored = self.store.add_plans(outcomes)
             self.state.plans_stored(stored)
             self.metrics.set("adlrec_recompute_seconds_last", time.perf_counter() - t0)

@@ -66,6 +66,7 @@ class JobState:
         self._open: dict[str, _Open] = {}  # registration order
         self._dirty: set[str] = set()  # jobs changed by heartbeats or expiry since the last flush
         self._plans: dict[str, PlanRecord] = {}  # each node's current plan
+        self._problems: dict[str, str] = {}  # why the last recompute made no plan for a node
 
     def load(self) -> None:
         """Read the open jobs and the current plans from the store (at start)."""
@@ -221,6 +222,15 @@ class JobState:
             for p in plans:
                 if p.plan_id > getattr(self._plans.get(p.node), "plan_id", 0):
                     self._plans[p.node] = p
+
+    def set_problems(self, problems: dict[str, str]) -> None:
+        """The last recompute's nodes without a plan, each with why (every other node has none)."""
+        with self._mem:
+            self._problems = dict(problems)
+
+    def problem(self, node: str) -> str | None:
+        with self._mem:
+            return self._problems.get(node)
 
     # -- reads: memory over the store -----------------------------------------------------------
     def job(self, job_id: str) -> JobRecord:

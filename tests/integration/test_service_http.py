@@ -150,6 +150,22 @@ def test_bad_input_is_a_422_that_names_the_field(service, body, field, words):
     assert detail.startswith(f"invalid request: {field}: ") and words in detail, detail
 
 
+def test_a_node_no_plan_fits_says_why_until_one_does(service):
+    http, _ = service
+    http.put("/nodes/small", json={"cores": 2, "memory_mb": 8000}, headers=AUTH)
+    register(http, "small", "sm-a", [1.0, 2.0])
+    register(http, "small", "sm-b", [1.0, 2.0])
+    register(http, "small", "sm-c", [1.0, 2.0])
+    http.post("/plans/recompute", headers=AUTH)
+    node = http.get("/nodes/small").json()
+    assert node["problem"] == "2 cores cannot hold the jobs' 3 main processes and 0 minimum workers", node
+    assert node["plan_id"] is None and [n["problem"] for n in http.get("/nodes").json() if n["name"] == "small"]
+    http.post("/jobs/sm-c/finish", headers=AUTH)
+    http.post("/plans/recompute", headers=AUTH)
+    node = http.get("/nodes/small").json()
+    assert node["problem"] is None and node["plan_id"] is not None, node
+
+
 def test_other_client_mistakes_are_4xx_never_500(service):
     http, _ = service
     assert (

@@ -196,6 +196,10 @@ def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
     wait_for(browser, lambda d: text(d, "#job-title") == "Job orphan" and text(d, "#job .why"), "the job's page")
     assert text(browser, "#job .why") == "not in a plan yet"
     assert "null" not in text(browser, "#job-detail")
+    # and its node's card says why no plan fits (it said so only in the service's log)
+    assert text(browser, '[data-node="tiny"] .problem') == (
+        "no plan fits: 1 core cannot hold the jobs' 2 main processes and 0 minimum workers"
+    )
 
 
 def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):

@@ -18,7 +18,7 @@ NodeName = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0
 def _out(parts: Parts, n: NodeInfo) -> NodeOut:
     active = parts.state.active_count(n.name)
     latest = parts.store.latest_plan(n.name)
-    return NodeOut.of(n, active, latest.plan_id if latest else None)
+    return NodeOut.of(n, active, latest.plan_id if latest else None, parts.state.problem(n.name))
 
 
 @router.get("", summary="Every known node")
