@@ -38,7 +38,7 @@ from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile  # noqa: E402
 
-__all__ = ["Champion", "ModelRegistry", "ProfileRun", "ThroughputPyfunc", "Tracker", "log_simulation"]
+__all__ = ["Champion", "ModelRegistry", "ProfileRun", "ThroughputPyfunc", "Tracker", "check_server", "log_simulation"]
 
 COMPLETE_TAG = "adlrec.complete"
 PROFILE_ARTIFACT = "profile.json"
@@ -55,6 +55,25 @@ _POINT_METRICS = (
     "worker_pss_mb",
     "main_rss_mb",
 )
+
+
+def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
+    """Raise :class:`TrackingError` at once when ``tracking_uri`` is an MLflow server that does not
+    answer (refused, no such host, timed out): MLflow's own client retries for minutes
+    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) with no output before it says so.  Any HTTP answer, even
+    an error, counts as a server that is there.  Other URIs are not checked."""
+    if urllib.parse.urlsplit(tracking_uri).scheme not in ("http", "https"):
+        return
+    import httpx
+
+    try:
+        httpx.get(tracking_uri.rstrip("/") + "/health", timeout=timeout_s)
+    except httpx.TransportError as exc:
+        why = str(exc) or type(exc).__name__
+        raise TrackingError(
+            f"the MLflow server at {tracking_uri} does not answer ({why}); start it, or pass another "
+            "--tracking-uri (or MLFLOW_TRACKING_URI)"
+        ) from None
 
 
 @dataclass(frozen=True)

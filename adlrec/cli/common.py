@@ -10,7 +10,7 @@ from pathlib import Path
 
 from adlrec.errors import UsageError
 
-__all__ = ["number", "settings_from", "stdout", "store_args", "tracker_from"]
+__all__ = ["number", "open_tracker", "settings_from", "stdout", "store_args", "tracker_from"]
 
 
 def number(
@@ -80,7 +80,14 @@ def stdout():
 
 
 def tracker_from(args: argparse.Namespace):
-    from adlrec.tracking import Tracker
-
     settings = settings_from(args)
-    return settings, Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+    return settings, open_tracker(settings)
+
+
+def open_tracker(settings):
+    """The settings' tracking store and experiment; a remote server that does not answer is an
+    error now, not after MLflow's minutes of retries."""
+    from adlrec.tracking import Tracker, check_server
+
+    check_server(settings.resolved_tracking_uri)
+    return Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)

@@ -159,9 +159,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
     from adlrec.schemas import ENOUGH_SHARE
-    from adlrec.tracking import MODEL_NAME, ModelRegistry
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
 
     settings = settings_from(args, point_budget_s=args.budget)
+    check_server(settings.resolved_tracking_uri)  # before the probe, not after it
     job, device = job_and_device(args, settings)
     tracker = profile_tracker(args, settings) if args.compare else None
     hardware = detect_hardware()

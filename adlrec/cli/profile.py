@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adlrec.cli.common import seconds, settings_from, stdout, store_args, tracker_from, worker_count
+from adlrec.cli.common import open_tracker, seconds, settings_from, stdout, store_args, tracker_from, worker_count
 from adlrec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -134,11 +136,36 @@ def profile_tracker(args: argparse.Namespace, settings):
     """The store a sweep will be logged to, checked now rather than after a long sweep."""
     if args.no_log:
         return None
-    from adlrec.tracking import Tracker
-
-    tracker = Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+    tracker = open_tracker(settings)
     tracker.experiment_id()
     return tracker
+
+
+def _log_or_keep(tracker: Tracker, profile: Profile, settings: Settings) -> str:
+    """Log the profile; when the store fails after the sweep, keep the profile in a file that
+    ``adlrec profiles import`` logs later, so minutes of measuring are not lost."""
+    from adlrec.errors import AdlrecError, TrackingError
+    from adlrec.profile.library import file_name
+
+    try:
+        return tracker.log_profile(profile)
+    except AdlrecError as exc:
+        name = file_name(profile).removesuffix(".json") + time.strftime("-%Y%m%d-%H%M%S.json")
+        text = json.dumps(profile.to_dict(), indent=2)
+        for folder in (settings.data_dir / "unlogged", Path(tempfile.gettempdir())):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                kept = folder / name
+                kept.write_text(text)
+                break
+            except OSError:
+                continue
+        else:  # nowhere to write: the profile goes to stdout rather than nowhere
+            print(text)
+            raise TrackingError(
+                f"{exc}; the profile is printed above: save it and `adlrec profiles import` it"
+            ) from exc
+        raise TrackingError(f"{exc}; the profile is kept in {kept}: `adlrec profiles import {kept}` logs it") from exc
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -149,7 +176,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     job, device = job_and_device(args, settings)
     tracker = profile_tracker(args, settings)
     profile = sweep(args, job, device, settings)
-    run_id = tracker.log_profile(profile) if tracker is not None else None
+    run_id = _log_or_keep(tracker, profile, settings) if tracker is not None else None
     if args.json:
         out = profile.to_dict() | {"run_id": run_id, "tracking_uri": tracker.tracking_uri if tracker else None}
         print(json.dumps(out, indent=2))

@@ -11,6 +11,7 @@ from adlrec.cli.common import (
     core_count,
     fraction,
     number,
+    open_tracker,
     pos_float,
     settings_from,
     stdout,
@@ -182,11 +183,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     jobs = build_jobs(rows, _profiles(args.profiles)[1], node, source=str(args.trace))
     tracker = None
     if args.log_mlflow:  # only once the input is known good: a bad trace stores nothing
-        from adlrec.tracking import Tracker
-
         args.experiment = args.experiment or SIMULATION_EXPERIMENT
         settings = settings_from(args)
-        tracker = Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+        tracker = open_tracker(settings)
         tracker.experiment_id()  # fail on a bad store before simulating
     try:
         runs = compare_policies(jobs, {n: POLICIES[n] for n in names}, node, config)

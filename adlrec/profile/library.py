@@ -17,7 +17,15 @@ from typing import Protocol, TypeVar
 
 from adlrec.schemas import ENOUGH_SHARE, Profile
 
-__all__ = ["export_profiles", "load_profiles", "measured_at", "newest_per_key", "profile_key", "write_index"]
+__all__ = [
+    "export_profiles",
+    "file_name",
+    "load_profiles",
+    "measured_at",
+    "newest_per_key",
+    "profile_key",
+    "write_index",
+]
 
 T = TypeVar("T")
 
@@ -33,7 +41,8 @@ def profile_key(p: Profile) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:10]
 
 
-def _file_name(p: Profile) -> str:
+def file_name(p: Profile) -> str:
+    """The file a profile is exported to: workload, device and its key (the same measurement, the same name)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{p.workload}-{p.device.label.replace(':', '')}")
     return f"{slug}-{profile_key(p)}.json"
 
@@ -49,7 +58,7 @@ def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
     newest = newest_per_key(runs, lambda r: r.profile)
     written = []
     for r in newest.values():
-        path = out / _file_name(r.profile)
+        path = out / file_name(r.profile)
         path.write_text(json.dumps(r.profile.to_dict() | {"mlflow_run_id": r.run_id}, indent=2) + "\n")
         written.append(path)
     written.append(write_index(out))
@@ -102,11 +111,11 @@ def _index(profiles: Iterable[Profile]) -> str:
         "throughput by workers | hardware | command |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for p in sorted(profiles, key=_file_name):
+    for p in sorted(profiles, key=file_name):
         params = ", ".join(f"{k}={v}" for k, v in sorted(p.params.items()))
         curve = " / ".join(f"{q.throughput:.0f}" for q in p.points)
         lines.append(
-            f"| {_file_name(p)} | {p.workload} | {p.device.title} | {params} | {p.best.workers} | "
+            f"| {file_name(p)} | {p.workload} | {p.device.title} | {params} | {p.best.workers} | "
             f"{p.best.throughput:,.1f} | {p.enough().workers} | {curve} | {p.hardware.summary} | `{p.command}` |"
         )
     return "\n".join(lines) + "\n"

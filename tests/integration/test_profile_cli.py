@@ -158,7 +158,7 @@ def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp
     )
     assert code == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("adlrec: error: could not log run ") and err.endswith("the run is marked FAILED")
+    assert err.startswith("adlrec: error: could not log run ") and "the run is marked FAILED; the profile is kept" in err
     assert "\n" not in err
     runs = tracker.runs(include_incomplete=True)
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
@@ -196,3 +196,22 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
         os.close(w)
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+def test_a_store_that_fails_after_the_sweep_keeps_the_profile_for_import(tiny_job_path, store, capsys):
+    """The sweep took minutes: a store that fails when it is logged (here its artifact folder is a
+    file) must not lose it.  It is kept in the data dir, and `profiles import` logs it later."""
+    data = Path(store["data_dir"])
+    data.mkdir(parents=True)
+    (data / "artifacts").write_text("in the way")
+    assert main(["profile", str(tiny_job_path), *FAST, *store_args(store)]) == 1
+    err = capsys.readouterr().err
+    assert "could not log run" in err and "the profile is kept in " in err, err
+    kept = Path(err.split("the profile is kept in ")[1].split(":")[0])
+    assert kept.parent == data / "unlogged" and kept.exists()
+    assert Tracker(store["uri"], "adlrec-profiles").profiles() == []  # the failed run is not a profile
+
+    (data / "artifacts").unlink()
+    assert main(["profiles", "import", str(kept), *store_args(store)]) == 0
+    (run,) = Tracker(store["uri"], "adlrec-profiles").profiles()
+    assert run.profile.workload == "tiny" and [p.workers for p in run.profile.points] == [0, 1, 2]
