@@ -38,6 +38,8 @@ from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile  # noqa: E402
 
+log = logging.getLogger(__name__)
+
 __all__ = ["Champion", "ModelRegistry", "ProfileRun", "ThroughputPyfunc", "Tracker", "check_server", "log_simulation"]
 
 COMPLETE_TAG = "adlrec.complete"
@@ -137,11 +139,16 @@ class Tracker:
         exp_id = self.experiment_id()
         assert exp_id is not None
         tags = _profile_tags(profile)
-        run = self.client.create_run(
-            exp_id,
-            run_name=f"{profile.workload}-{profile.device.label}-{time.strftime('%Y%m%d-%H%M%S')}",
-            tags=tags,
-        )
+        try:
+            run = self.client.create_run(
+                exp_id,
+                run_name=f"{profile.workload}-{profile.device.label}-{time.strftime('%Y%m%d-%H%M%S')}",
+                tags=tags,
+            )
+        except (OSError, MlflowException) as exc:
+            raise TrackingError(
+                f"could not create a run in {self.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
         run_id = run.info.run_id
         try:
             now = int(time.time() * 1000)
@@ -192,7 +199,10 @@ class Tracker:
             self.client.log_batch(run_id, tags=[RunTag(COMPLETE_TAG, "true")])
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
         except BaseException as exc:
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            try:
+                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            except Exception as again:  # the store that failed may fail again: the first error is the one to tell
+                log.warning("could not mark run %s FAILED either: %s", run_id, _first_line(again))
             if isinstance(exc, (OSError, MlflowException)):
                 raise TrackingError(
                     f"could not log run {run_id} to {self.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}; "
@@ -404,7 +414,10 @@ class ModelRegistry:
             self.client.set_model_version_tag(MODEL_NAME, version, "cv_median_ape", f"{evaluation.median_ape:.6f}")
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
         except BaseException as exc:
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            try:
+                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            except Exception as again:  # the store that failed may fail again: the first error is the one to tell
+                log.warning("could not mark run %s FAILED either: %s", run_id, _first_line(again))
             if isinstance(exc, (OSError, MlflowException)):
                 raise TrackingError(f"could not register the model from run {run_id}: {_first_line(exc)}") from exc
             raise
