@@ -209,10 +209,13 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     if args.profiles_command == "list":
         if not runs:
             print(f"no complete profiles in experiment {settings.experiment!r} at {tracker.tracking_uri}")
+        wide = max((len(r.profile.workload) for r in runs), default=0)  # columns line up whatever the names
+        dev = max((len(r.profile.device.label) for r in runs), default=0)
         for r in runs:
             p = r.profile
             print(
-                f"{r.run_id}  {p.created_at}  {p.workload:<12} {p.device.label:<12} best {p.best.workers}w {p.best.throughput:,.1f}/s, {ENOUGH_SHARE:.0%} at {p.enough().workers}w"
+                f"{r.run_id}  {p.created_at}  {p.workload:<{wide}}  {p.device.label:<{dev}}  best {p.best.workers}w "
+                f"{p.best.throughput:,.1f}/s, {ENOUGH_SHARE:.0%} at {p.enough().workers}w"
             )
         return 0
     if not runs:
