@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from adlrec import __version__
 from adlrec.config import Settings
 from adlrec.predict.features import ProbeError
-from adlrec.service.deps import ClientError, Parts
+from adlrec.service.deps import UNAUTHORIZED, UNAUTHORIZED_HEADERS, ClientError, Parts, write_refused
 from adlrec.service.fastpath import HeartbeatFastPath
 from adlrec.service.flusher import WriteBehind
 from adlrec.service.live import LiveLog
@@ -160,13 +160,28 @@ def _message(err: dict[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
+def _body_message(request: Request, err: dict[str, Any]) -> str:
+    """The error's message; for a body that is not a JSON object, what one is and how to send it."""
+    if tuple(err.get("loc", ())) != ("body",) or err.get("type") not in ("missing", "model_attributes_type"):
+        return _message(err)
+    ctype = request.headers.get("content-type", "")
+    if ctype.split(";")[0].strip().lower() != "application/json":
+        got = f"got content-type {ctype!r}" if ctype else "got no content-type"
+        return f"expected a JSON object sent with content-type application/json, {got}"
+    return "expected a JSON object" + (", got nothing" if err.get("type") == "missing" else "")
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI reads and validates the body before it runs the token's dependency: a write
+        # without the token hears 401 first, whatever its body, and learns nothing of the schema
+        if write_refused(request, request.app.state.parts):
+            return JSONResponse(status_code=401, content={"detail": UNAUTHORIZED}, headers=UNAUTHORIZED_HEADERS)
         errors = [
             {"field": "body", "message": "not valid JSON"}
             if e.get("type") == "json_invalid"
-            else {"field": _field(tuple(e.get("loc", ()))), "message": _message(e)}
+            else {"field": _field(tuple(e.get("loc", ()))), "message": _body_message(request, e)}
             for e in exc.errors()
         ]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])

@@ -19,7 +19,17 @@ from adlrec.service.scheduler import Recomputer
 from adlrec.service.state import JobState
 from adlrec.service.store import JobStore
 
-__all__ = ["Authorized", "ClientError", "Parts", "PartsDep", "require_token", "token_ok"]
+__all__ = [
+    "UNAUTHORIZED",
+    "UNAUTHORIZED_HEADERS",
+    "Authorized",
+    "ClientError",
+    "Parts",
+    "PartsDep",
+    "require_token",
+    "token_ok",
+    "write_refused",
+]
 
 
 class ClientError(Exception):
@@ -61,14 +71,21 @@ def token_ok(settings: Settings, authorization: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode())
 
 
+UNAUTHORIZED = "missing or wrong bearer token (Authorization: Bearer <token>)"
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
+
+
+def write_refused(request: Request, parts: Parts) -> bool:
+    """Whether ``request`` is a write (every route but a read needs the token) without the token."""
+    return request.method not in ("GET", "HEAD", "OPTIONS") and not token_ok(
+        parts.settings, request.headers.get("authorization", "")
+    )
+
+
 async def require_token(request: Request, parts: PartsDep) -> None:
     """Every write carries ``Authorization: Bearer <service_token>`` when a token is configured."""
     if not token_ok(parts.settings, request.headers.get("authorization", "")):
-        raise HTTPException(
-            status_code=status.HTTP_401_UNAUTHORIZED,
-            detail="missing or wrong bearer token (Authorization: Bearer <token>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise HTTPException(status_code=status.HTTP_401_UNAUTHORIZED, detail=UNAUTHORIZED, headers=UNAUTHORIZED_HEADERS)
 
 
 Authorized = Depends(require_token)

@@ -158,7 +158,9 @@ def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp
     )
     assert code == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("adlrec: error: could not log run ") and "the run is marked FAILED; the profile is kept" in err
+    assert (
+        err.startswith("adlrec: error: could not log run ") and "the run is marked FAILED; the profile is kept" in err
+    )
     assert "\n" not in err
     runs = tracker.runs(include_incomplete=True)
     assert len(runs) == 1 and runs[0].info.status == "FAILED"

@@ -119,6 +119,12 @@ def test_writes_need_the_token_and_reads_do_not(service):
     )
     assert http.post("/plans/recompute").status_code == 401
     assert http.put("/nodes/x", json={"cores": 1, "memory_mb": 1}).status_code == 401
+    # without the token, a bad body hears 401 too (it heard 422: FastAPI validates before the token)
+    for bad in ({"content": b"{nope", "headers": {"content-type": "application/json"}}, {"json": {"node": 5}}):
+        r = http.post("/jobs", **bad)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", r.text
+    assert http.put("/nodes/x", json={"cores": "many"}).status_code == 401
+    assert http.post("/jobs/bad%20id/heartbeat", json={}).status_code == 401
     assert http.get("/health").json()["status"] == "ok"
     assert http.get("/plans").status_code == 200
 
@@ -164,6 +170,30 @@ def test_a_node_no_plan_fits_says_why_until_one_does(service):
     http.post("/plans/recompute", headers=AUTH)
     node = http.get("/nodes/small").json()
     assert node["problem"] is None and node["plan_id"] is not None, node
+
+
+@pytest.mark.parametrize(
+    ("request_kwargs", "message"),
+    [
+        (
+            {"data": {"node": "a", "curve": "1"}},
+            "expected a JSON object sent with content-type application/json, "
+            "got content-type 'application/x-www-form-urlencoded'",
+        ),
+        (
+            {"content": b'{"node": "a", "curve": [1]}', "headers": {"content-type": "text/plain"}},
+            "expected a JSON object sent with content-type application/json, got content-type 'text/plain'",
+        ),
+        ({"content": b'{"node": "a"}'}, "expected a JSON object sent with content-type application/json, got no"),
+        ({"json": [1, 2]}, "expected a JSON object"),
+        ({}, "expected a JSON object"),
+    ],
+)
+def test_a_body_that_is_not_a_json_object_says_what_to_send(service, request_kwargs, message):
+    http, _ = service
+    kw = dict(request_kwargs)
+    r = http.post("/jobs", headers=AUTH | kw.pop("headers", {}), **kw)
+    assert r.status_code == 422 and r.json()["detail"].startswith(f"invalid request: body: {message}"), r.text
 
 
 def test_other_client_mistakes_are_4xx_never_500(service):
