@@ -14,9 +14,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-install: $(BIN)/python
+# Installed once per pyproject.toml (the install is editable: code changes need no reinstall), so
+# a second `make demo` or `make test` goes straight to its job.
+STAMP := $(VENV)/.adlrec-installed
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
 
 demo: install
 	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/adlrec profile $(DEMO_ARGS)
