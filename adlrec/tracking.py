@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import tempfile
 import time
 import urllib.parse
@@ -61,19 +62,31 @@ _POINT_METRICS = (
 
 def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
     """Raise :class:`TrackingError` at once when ``tracking_uri`` is an MLflow server that does not
-    answer (refused, no such host, timed out): MLflow's own client retries for minutes
-    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) with no output before it says so.  Any HTTP answer, even
-    an error, counts as a server that is there.  Other URIs are not checked."""
+    answer (refused, no such host, timed out, TLS refused): MLflow's own client retries for minutes
+    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) with no output before it says so.  The probe is MLflow's
+    own request, once, so its TLS, proxy and credential settings (``MLFLOW_TRACKING_INSECURE_TLS``,
+    ``MLFLOW_TRACKING_SERVER_CERT_PATH``, ...) apply.  Any HTTP answer, even an error, counts as a
+    server that is there.  Other URIs are not checked."""
     if urllib.parse.urlsplit(tracking_uri).scheme not in ("http", "https"):
         return
-    import httpx
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
 
     try:
-        httpx.get(tracking_uri.rstrip("/") + "/health", timeout=timeout_s)
-    except httpx.TransportError as exc:
-        why = str(exc) or type(exc).__name__
+        http_request(
+            get_default_host_creds(tracking_uri),
+            "/health",
+            "GET",
+            max_retries=0,
+            timeout=timeout_s,
+            raise_on_status=False,
+        )
+    except Exception as exc:  # MlflowException wraps what requests raised; anything else is no answer either
+        text = str(exc)
+        cause = re.search(r"\[Errno -?\d+\] ([^\"')]+)|(SSLError\(.{0,120}?\)\)|Read timed out)", text)
+        why = (cause.group(1) or cause.group(2)) if cause else (_first_line(exc)[:200] or type(exc).__name__)
         raise TrackingError(
-            f"the MLflow server at {tracking_uri} does not answer ({why}); start it, or pass another "
+            f"the MLflow server at {tracking_uri} does not answer ({why.strip()}); start it, or pass another "
             "--tracking-uri (or MLFLOW_TRACKING_URI)"
         ) from None
 

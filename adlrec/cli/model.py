@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adlrec.cli.common import seconds, settings_from, stdout, store_args, tracker_from, worker_count
-from adlrec.cli.profile import job_and_device, profile_tracker, sweep
+from adlrec.cli.profile import job_and_device, log_or_keep, profile_tracker, sweep
 from adlrec.errors import UsageError
 
 __all__ = ["add_commands"]
@@ -199,7 +199,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         sweep_s = time.perf_counter() - t0
         measured = [p.throughput for p in profile.points]
         if tracker is not None:
-            tracker.log_profile(profile)
+            log_or_keep(tracker, profile, settings)
     summary = {
         "workload": job.name,
         "device": device.label,

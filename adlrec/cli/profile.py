@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import sys
 import tempfile
 import time
 from datetime import datetime
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from adlrec.schemas import Profile
     from adlrec.tracking import Tracker
 
-__all__ = ["add_commands", "job_and_device", "profile_tracker", "sweep"]
+__all__ = ["add_commands", "job_and_device", "log_or_keep", "profile_tracker", "sweep"]
 
 
 def add_commands(sub) -> None:
@@ -141,31 +143,47 @@ def profile_tracker(args: argparse.Namespace, settings):
     return tracker
 
 
-def _log_or_keep(tracker: Tracker, profile: Profile, settings: Settings) -> str:
-    """Log the profile; when the store fails after the sweep, keep the profile in a file that
-    ``adlrec profiles import`` logs later, so minutes of measuring are not lost."""
-    from adlrec.errors import AdlrecError, TrackingError
-    from adlrec.profile.library import file_name
+def log_or_keep(tracker: Tracker, profile: Profile, settings: Settings) -> str:
+    """Log the profile; when the store fails after the sweep (or the user stops a slow log with
+    Ctrl-C), keep the profile in a file that ``adlrec profiles import`` logs later, so minutes of
+    measuring are not lost."""
+    from adlrec.errors import AdlrecError
+    from adlrec.tracking import check_server
 
     try:
+        check_server(tracker.tracking_uri)  # a server gone during the sweep: at once, not after retries
         return tracker.log_profile(profile)
-    except AdlrecError as exc:
-        name = file_name(profile).removesuffix(".json") + time.strftime("-%Y%m%d-%H%M%S.json")
-        text = json.dumps(profile.to_dict(), indent=2)
-        for folder in (settings.data_dir / "unlogged", Path(tempfile.gettempdir())):
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                kept = folder / name
-                kept.write_text(text)
-                break
-            except OSError:
-                continue
-        else:  # nowhere to write: the profile goes to stdout rather than nowhere
-            print(text)
-            raise TrackingError(
-                f"{exc}; the profile is printed above: save it and `adlrec profiles import` it"
-            ) from exc
-        raise TrackingError(f"{exc}; the profile is kept in {kept}: `adlrec profiles import {kept}` logs it") from exc
+    except (Exception, KeyboardInterrupt) as exc:
+        kept = _keep(profile, settings.data_dir / "unlogged")
+        where = (
+            f"the profile is kept in {kept}: `adlrec profiles import {shlex.quote(str(kept))}` logs it"
+            if kept is not None
+            else "the profile is printed above: save it and `adlrec profiles import` it"
+        )
+        if isinstance(exc, KeyboardInterrupt):
+            print(f"adlrec: interrupted while logging; {where}", file=sys.stderr)
+            raise
+        if isinstance(exc, AdlrecError):  # the store's failure, or a store the user must fix
+            raise type(exc)(f"{exc}; {where}") from exc
+        print(f"adlrec: logging the profile failed; {where}", file=sys.stderr)
+        raise  # not the store's failure: a bug, with its traceback
+
+
+def _keep(profile: Profile, folder: Path) -> Path | None:
+    """Write the profile to a new file in ``folder`` (never over another), else to stdout: None."""
+    from adlrec.profile.library import file_name
+
+    text = json.dumps(profile.to_dict(), indent=2)
+    stem = file_name(profile).removesuffix(".json") + time.strftime("-%Y%m%d-%H%M%S")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, path = tempfile.mkstemp(suffix=".json", prefix=f"{stem}-", dir=folder)  # a new name each time
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return Path(path)
+    except OSError:
+        print(text)
+        return None
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -176,7 +194,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     job, device = job_and_device(args, settings)
     tracker = profile_tracker(args, settings)
     profile = sweep(args, job, device, settings)
-    run_id = _log_or_keep(tracker, profile, settings) if tracker is not None else None
+    run_id = log_or_keep(tracker, profile, settings) if tracker is not None else None
     if args.json:
         out = profile.to_dict() | {"run_id": run_id, "tracking_uri": tracker.tracking_uri if tracker else None}
         print(json.dumps(out, indent=2))

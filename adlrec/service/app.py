@@ -165,7 +165,8 @@ def _body_message(request: Request, err: dict[str, Any]) -> str:
     if tuple(err.get("loc", ())) != ("body",) or err.get("type") not in ("missing", "model_attributes_type"):
         return _message(err)
     ctype = request.headers.get("content-type", "")
-    if ctype.split(";")[0].strip().lower() != "application/json":
+    main = ctype.split(";")[0].strip().lower()
+    if main != "application/json" and not (main.startswith("application/") and main.endswith("+json")):
         got = f"got content-type {ctype!r}" if ctype else "got no content-type"
         return f"expected a JSON object sent with content-type application/json, {got}"
     return "expected a JSON object" + (", got nothing" if err.get("type") == "missing" else "")

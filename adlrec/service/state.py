@@ -228,6 +228,11 @@ class JobState:
         with self._mem:
             self._problems = dict(problems)
 
+    def forget_problem(self, node: str) -> None:
+        """The node's budgets changed: its last problem no longer holds (the next recompute says)."""
+        with self._mem:
+            self._problems.pop(node, None)
+
     def problem(self, node: str) -> str | None:
         with self._mem:
             return self._problems.get(node)

@@ -217,3 +217,24 @@ def test_a_store_that_fails_after_the_sweep_keeps_the_profile_for_import(tiny_jo
     assert main(["profiles", "import", str(kept), *store_args(store)]) == 0
     (run,) = Tracker(store["uri"], "adlrec-profiles").profiles()
     assert run.profile.workload == "tiny" and [p.workers for p in run.profile.points] == [0, 1, 2]
+
+
+def test_predict_compare_keeps_its_sweep_when_the_store_fails(tiny_job_path, store, capsys):
+    data = Path(store["data_dir"])
+    data.mkdir(parents=True)
+    (data / "artifacts").write_text("in the way")
+    assert main(["predict", str(tiny_job_path), *FAST, "--compare", *store_args(store)]) == 1
+    err = capsys.readouterr().err
+    assert "could not log run" in err and "the profile is kept in " in err, err
+    (kept,) = (data / "unlogged").iterdir()
+    assert json.loads(kept.read_text())["workload"] == "tiny"
+
+
+def test_profiles_kept_in_the_same_second_do_not_overwrite_each_other(tmp_path):
+    from adlrec.cli.profile import _keep
+    from tests.factories import make_profile
+
+    first, second = make_profile(throughputs=(1.0, 2.0)), make_profile(throughputs=(3.0, 4.0))
+    paths = [_keep(p, tmp_path / "unlogged") for p in (first, second)]
+    assert paths[0] != paths[1]
+    assert [json.loads(p.read_text())["points"][1]["throughput"] for p in paths] == [2.0, 4.0]

@@ -170,6 +170,13 @@ def test_a_node_no_plan_fits_says_why_until_one_does(service):
     http.post("/plans/recompute", headers=AUTH)
     node = http.get("/nodes/small").json()
     assert node["problem"] is None and node["plan_id"] is not None, node
+    # a PUT that changes the budgets does not answer with the old budgets' problem
+    register(http, "small", "sm-d", [1.0, 2.0])
+    register(http, "small", "sm-e", [1.0, 2.0])
+    http.post("/plans/recompute", headers=AUTH)
+    assert http.get("/nodes/small").json()["problem"]
+    node = http.put("/nodes/small", json={"cores": 16, "memory_mb": 8000}, headers=AUTH).json()
+    assert node["cores"] == 16 and node["problem"] is None, node
 
 
 @pytest.mark.parametrize(
@@ -186,7 +193,8 @@ def test_a_node_no_plan_fits_says_why_until_one_does(service):
         ),
         ({"content": b'{"node": "a"}'}, "expected a JSON object sent with content-type application/json, got no"),
         ({"json": [1, 2]}, "expected a JSON object"),
-        ({}, "expected a JSON object"),
+        ({"content": b"[1]", "headers": {"content-type": "application/vnd.api+json"}}, "expected a JSON object"),
+        ({}, "expected a JSON object sent with content-type application/json, got no content-type"),
     ],
 )
 def test_a_body_that_is_not_a_json_object_says_what_to_send(service, request_kwargs, message):
@@ -194,6 +202,7 @@ def test_a_body_that_is_not_a_json_object_says_what_to_send(service, request_kwa
     kw = dict(request_kwargs)
     r = http.post("/jobs", headers=AUTH | kw.pop("headers", {}), **kw)
     assert r.status_code == 422 and r.json()["detail"].startswith(f"invalid request: body: {message}"), r.text
+    assert ("content-type" in r.json()["detail"]) == ("content-type" in message), r.text  # blamed only when wrong
 
 
 def test_other_client_mistakes_are_4xx_never_500(service):

@@ -34,5 +34,6 @@ def get_node(name: NodeName, parts: PartsDep) -> NodeOut:
 @router.put("/{name}", dependencies=[Authorized], summary="Declare a node's cores and worker memory")
 def put_node(name: NodeName, body: NodeIn, parts: PartsDep) -> NodeOut:
     node = parts.store.put_node(NodeInfo(name, body.cores, body.memory_mb))
+    parts.state.forget_problem(name)
     parts.recomputer.poke("node")
     return _out(parts, node)
