@@ -126,7 +126,7 @@ class PointOut(BaseModel):
     workers: int
     throughput: float
     samples: int
-    data_wait: float
+    data_wait: float | None  # null: no heartbeat at this worker count said
 
 
 class AssignmentOut(BaseModel):

@@ -80,7 +80,7 @@ class MeasuredPoint:
     workers: int
     throughput: float
     samples: int  # heartbeats averaged into it
-    data_wait: float  # running mean of the data-wait share at this worker count
+    data_wait: float | None  # running mean of the data-wait share over the beats that reported one
 
 
 @dataclass(frozen=True)

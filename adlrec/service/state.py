@@ -99,19 +99,23 @@ class JobState:
             o.job = job
             if throughput is not None and throughput > 0 and workers is not None:
                 # 0 samples/s means "nothing measured yet" (a job's first beat), not a curve point
-                o.points[workers] = self._mean(o.points.get(workers), workers, throughput, data_wait or 0.0)
+                o.points[workers] = self._mean(o.points.get(workers), workers, throughput, data_wait)
                 o.dirty.add(workers)
             self._dirty.add(job_id)
             plan = self._plans.get(job.spec.node)
         return Beat(job, assignment(job, plan), old.status == EXPIRED)
 
-    def _mean(self, old: MeasuredPoint | None, workers: int, throughput: float, wait: float) -> MeasuredPoint:
+    def _mean(self, old: MeasuredPoint | None, workers: int, throughput: float, wait: float | None) -> MeasuredPoint:
+        """The point with one more beat; a beat without a data-wait share leaves the wait's mean as it was
+        (a missing share is unknown, not 0)."""
         if old is None:
             return MeasuredPoint(workers, throughput, 1, wait)
         a = self.alpha
-        return MeasuredPoint(
-            workers, a * throughput + (1 - a) * old.throughput, old.samples + 1, a * wait + (1 - a) * old.data_wait
-        )
+        if wait is not None and old.data_wait is not None:
+            wait = a * wait + (1 - a) * old.data_wait
+        elif wait is None:
+            wait = old.data_wait
+        return MeasuredPoint(workers, a * throughput + (1 - a) * old.throughput, old.samples + 1, wait)
 
     def check_closed(self, job_id: str) -> None:
         """Raise UnknownJob or JobNotActive for a job :meth:`beat` does not hold (reads the store)."""

@@ -34,6 +34,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -135,7 +136,7 @@ points_t = Table(
     Column("workers", Integer, primary_key=True),
     Column("throughput", Float, nullable=False),
     Column("samples", Integer, nullable=False),
-    Column("data_wait", Float, nullable=False),
+    Column("data_wait", Float),  # null: no heartbeat at this count reported a share (see JobStore._migrate)
 )
 
 plans_t = Table(
@@ -202,9 +203,33 @@ class JobStore:
             shown = self.engine.url.render_as_string(hide_password=True)
             first = str(exc.orig or exc).strip().splitlines()[0]
             raise StoreUnavailable(f"job store {shown}: cannot open it: {first}") from None
+        self._migrate()
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def _migrate(self) -> None:
+        """Bring a store written by an older adlrec to the current tables, keeping every row.
+
+        One change so far: ``adlrec_points.data_wait`` was NOT NULL, so a heartbeat without a share
+        was stored as 0.  SQLite cannot drop a constraint in place: the table is rebuilt in one
+        transaction (its DDL is transactional), as SQLite's documentation prescribes."""
+        wait = next(c for c in inspect(self.engine).get_columns(points_t.name) if c["name"] == "data_wait")
+        if wait["nullable"]:
+            return
+        with self._begin() as c:
+            if self._sqlite:
+                scratch = MetaData()  # the copy's foreign key needs the tables it names beside it
+                for t in (nodes_t, jobs_t):
+                    t.to_metadata(scratch)
+                new = points_t.to_metadata(scratch, name=f"{points_t.name}_new")
+                new.create(c)
+                cols = ", ".join(col.name for col in points_t.columns)
+                c.exec_driver_sql(f"INSERT INTO {new.name} ({cols}) SELECT {cols} FROM {points_t.name}")
+                c.exec_driver_sql(f"DROP TABLE {points_t.name}")
+                c.exec_driver_sql(f"ALTER TABLE {new.name} RENAME TO {points_t.name}")
+            else:
+                c.exec_driver_sql(f"ALTER TABLE {points_t.name} ALTER COLUMN data_wait DROP NOT NULL")
 
     # -- nodes --------------------------------------------------------------------------------
     def put_node(self, node: NodeInfo) -> NodeInfo:

@@ -271,7 +271,7 @@ def test_heartbeats_are_written_behind_and_a_clean_stop_writes_them_all(tmp_path
         register(http, "wb", "wb-a", STEEP)
         http.post("/jobs/wb-a/heartbeat", json={"throughput": 55.0, "workers": 2}, headers=AUTH)
         measured = http.get("/jobs/wb-a").json()["measured"]
-        assert measured == [{"workers": 2, "throughput": 55.0, "samples": 1, "data_wait": 0.0}]  # seen at once
+        assert measured == [{"workers": 2, "throughput": 55.0, "samples": 1, "data_wait": None}]  # seen at once
         assert store.points("wb-a") == []  # in memory until the next flush
         recompute(http)  # a recompute flushes first
         assert store.points("wb-a")[0].throughput == 55.0

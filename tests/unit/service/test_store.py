@@ -9,6 +9,7 @@ import os
 from dataclasses import replace
 
 import pytest
+from sqlalchemy import Column, Float, ForeignKey, Integer, MetaData, String, Table
 from sqlalchemy.exc import IntegrityError
 
 from adlrec.service.recompute import compute_plans
@@ -136,6 +137,48 @@ def test_everything_survives_reopening_and_ids_keep_growing(make_store):
     again.register(spec("b"), DEFAULT)
     (nxt,) = again.add_plans(compute_plans(again.snapshot(), "optimal", "busy_gpus", 0.0))
     assert nxt.plan_id > max(p.plan_id for p in again.plans() if p.plan_id != nxt.plan_id)
+
+
+def _as_an_older_adlrec_wrote_it(store: JobStore) -> None:
+    """Put back the points table of adlrec before the data-wait share could be unknown (NOT NULL)."""
+    with store.engine.begin() as c:
+        if store.engine.dialect.name == "sqlite":
+            old = MetaData()
+            for t in (metadata.tables["adlrec_nodes"], metadata.tables["adlrec_jobs"]):
+                t.to_metadata(old)
+            Table(
+                "adlrec_points_old",
+                old,
+                Column("job_id", String(128), ForeignKey("adlrec_jobs.job_id", ondelete="CASCADE"), primary_key=True),
+                Column("workers", Integer, primary_key=True),
+                Column("throughput", Float, nullable=False),
+                Column("samples", Integer, nullable=False),
+                Column("data_wait", Float, nullable=False),
+            ).create(c)
+            c.exec_driver_sql("INSERT INTO adlrec_points_old SELECT * FROM adlrec_points")
+            c.exec_driver_sql("DROP TABLE adlrec_points")
+            c.exec_driver_sql("ALTER TABLE adlrec_points_old RENAME TO adlrec_points")
+        else:
+            c.exec_driver_sql("ALTER TABLE adlrec_points ALTER COLUMN data_wait SET NOT NULL")
+
+
+def test_an_older_store_opens_with_every_point_and_then_keeps_an_unknown_wait(make_store):
+    clock = ManualClock()
+    store = make_store(clock)
+    store.register(spec("a"), DEFAULT)
+    beat(store, "a", 77.0, 1, 0.1)
+    _as_an_older_adlrec_wrote_it(store)
+    with pytest.raises(IntegrityError):  # the old table refuses an unknown share: what is migrated
+        store.write_beats([], [("a", MeasuredPoint(2, 70.0, 1, None))])
+    store.close()
+
+    again = make_store(clock)
+    assert again.points("a") == [MeasuredPoint(1, 77.0, 1, 0.1)]
+    beat(again, "a", 90.0, 2, None)  # a heartbeat that did not say its share
+    beat(again, "a", 50.0, 1, None)  # nor here: the mean keeps the share it had
+    assert again.points("a") == [MeasuredPoint(1, 63.5, 2, 0.1), MeasuredPoint(2, 90.0, 1, None)]
+    again.close()
+    assert make_store(clock).points("a")[1].data_wait is None  # and a third opening changes nothing
 
 
 def test_a_failing_write_leaves_nothing_behind(make_store):
