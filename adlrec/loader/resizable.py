@@ -96,9 +96,9 @@ def handover_batches(
     """Batches the loop takes from the old pool after a resize, while ``workers`` new ones start and warm up.
 
     The new pool must first start: ``start_s``, how long starting such a pool took here (measured);
-    without it, the typical times measured on this project's machines, 30-85 ms for 1-4 forked workers
-    of a small process, plus :data:`FORK_S_PER_GB` per fork for each GB the forking process holds
-    (``process_gb``; a fork copies its page tables), and 1-4.6 s spawned or forkserver; and at least
+    without it, the typical times measured on this project's machines: 15 ms plus 20 ms per forked worker
+    of a small process (35-95 ms for 1-4), plus :data:`FORK_S_PER_GB` per fork for each GB the forking process holds
+    (``process_gb``; a fork copies its page tables), and 1 s plus 1 s per worker spawned or forkserver; and at least
     one batch per worker, as a pool started in a thread forks one worker per batch.  ``extra_forks`` more forks come first (a zygote to start), each
     costing what one worker's start does.  Then its workers' gates open one per batch, the first
     :func:`warmup_leads` batches before the switch.
