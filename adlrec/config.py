@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "load_settings"]
@@ -86,6 +86,18 @@ class Settings(BaseSettings):
     service_live_runs: bool = True
     # Folder of the web UI's static files, served at /ui/; empty: the webapp/ folder of this checkout.
     service_webapp_dir: Path | None = None
+
+    @field_validator("service_token")
+    @classmethod
+    def _token(cls, v: SecretStr | None) -> SecretStr | None:
+        """A token read from a file keeps its newline, and one from a failed ``$(...)`` is empty: the
+        first would refuse every write, the second would let through any ``Authorization: Bearer``."""
+        if v is None:
+            return None
+        token = v.get_secret_value().strip()
+        if not token:
+            raise ValueError("the token is empty; give a non-empty token, or leave it unset to bind loopback only")
+        return SecretStr(token)
 
     @property
     def resolved_tracking_uri(self) -> str:

@@ -89,8 +89,10 @@ def _check_registration(who: str, node: str, fields: dict[str, Any]) -> dict[str
             raise TypeError(
                 f"{who}() got an unexpected keyword argument {where!r}{hint} (expected one of {', '.join(known)})"
             ) from None
-        got = err.get("input")
-        raise ValueError(f"{who}: {where}: {err['msg']}, got {got!r}"[:500]) from None
+        msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        if not where:  # a check across fields (the model's own validator): its message names them
+            raise ValueError(f"{who}: {msg}"[:500]) from None
+        raise ValueError(f"{who}: {where}: {msg}, got {err.get('input')!r}"[:500]) from None
     return fields
 
 

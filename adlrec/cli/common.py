@@ -70,7 +70,8 @@ def settings_from(args: argparse.Namespace, **extra):
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "settings"
-        raise UsageError(f"setting {field}: {err['msg']} (from ADLREC_{field.upper()} or its flag)") from None
+        msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        raise UsageError(f"setting {field}: {msg} (from ADLREC_{field.upper()} or its flag)") from None
 
 
 def stdout():

@@ -81,10 +81,11 @@ class JobRegistration(_In):
             raise ValueError(f"min_workers ({self.min_workers}) must be <= max_workers ({self.max_workers})")
         if self.curve is not None:
             top = len(self.curve) - 1
+            last = f"the curve's last point ({top} worker{'' if top == 1 else 's'})"
             if self.max_workers is not None and self.max_workers > top:
-                raise ValueError(f"max_workers ({self.max_workers}) is past the curve's last point ({top} workers)")
+                raise ValueError(f"max_workers ({self.max_workers}) is past {last}")
             if self.min_workers > top:
-                raise ValueError(f"min_workers ({self.min_workers}) is past the curve's last point ({top} workers)")
+                raise ValueError(f"min_workers ({self.min_workers}) is past {last}")
         return self
 
 

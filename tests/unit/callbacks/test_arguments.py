@@ -39,6 +39,8 @@ def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, erro
         ({"curve": ["1", 2.0]}, "ADLLoop: curve.0: Input should be a valid number, got '1'"),
         ({"probe": {"bogus": 1}}, "ADLLoop: probe."),
         ({"probe": [1, 2]}, "ADLLoop: probe:"),
+        # a check across fields names them itself: no empty field, no pydantic prefix
+        ({"curve": [1.0, 2.0], "max_workers": 5}, "ADLLoop: max_workers (5) is past the curve's last point (1 worker)"),
     ],
 )
 def test_a_bad_curve_or_probe_is_refused_naming_the_field(kwargs, message):

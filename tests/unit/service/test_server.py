@@ -24,6 +24,21 @@ def test_without_a_token_only_loopback_may_be_bound(tmp_path):
     assert "bearer token" in check_bind(load_settings(data_dir=tmp_path, service_host="0.0.0.0", service_token="t"))
 
 
+def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_part_of_it(tmp_path, monkeypatch, capsys):
+    from adlrec.cli import main
+    from adlrec.service.deps import token_ok
+
+    monkeypatch.setenv("ADLREC_SERVICE_TOKEN", "")  # what `$(cat missing-file)` gives: not "any Bearer"
+    # (a bad policy too, so that a regression exits at once rather than serving)
+    assert main(["serve", "--host", "0.0.0.0", "--policy", "random", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "setting service_token: the token is empty; give a non-empty token" in err and "Value error" not in err
+    with pytest.raises(ValueError, match="the token is empty"):
+        load_settings(service_token=" \n")
+    s = load_settings(service_token="s3cret\n")  # read from a file that ends with a newline
+    assert token_ok(s, "Bearer s3cret") and not token_ok(s, "Bearer") and not token_ok(s, "Bearer s3cre")
+
+
 def test_settings_reject_unknown_policies_and_the_token_stays_secret(tmp_path):
     with pytest.raises(ValueError, match="service_policy"):
         load_settings(service_policy="random")
