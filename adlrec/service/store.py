@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 
 from adlrec.errors import AdlrecError, UsageError
 from adlrec.folders import ensure_folder
@@ -169,8 +169,13 @@ def _engine(url: str) -> Engine:
                 "; for PostgreSQL install adlrec[postgres] (psycopg 3)" if u.get_backend_name() == "postgresql" else ""
             )
             raise UsageError(f"job store {shown}: its driver {exc.name!r} is not installed{extra}") from None
-    if u.database and u.database != ":memory:":
-        ensure_folder(Path(u.database).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
+    if u.database in (None, "", ":memory:") or u.query.get("mode") == "memory":
+        # each pooled connection would be a database of its own, the tables in one of them only
+        raise UsageError(
+            f"job store {url}: an in-memory SQLite database cannot hold the service's state (each "
+            f"connection sees its own, and a restart loses it); give a file, {_URL_HINT}"
+        )
+    ensure_folder(Path(u.database).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, future=True)
 
     @event.listens_for(engine, "connect")
@@ -198,12 +203,12 @@ class JobStore:
         self._plans: dict[int, PlanRecord] = {}  # plans never change once stored: a safe cache
         try:
             metadata.create_all(self.engine)
-        except OperationalError as exc:
+            self._migrate()
+        except DatabaseError as exc:  # cannot connect (OperationalError), or the file is not a database
             self.engine.dispose()
             shown = self.engine.url.render_as_string(hide_password=True)
             first = str(exc.orig or exc).strip().splitlines()[0]
             raise StoreUnavailable(f"job store {shown}: cannot open it: {first}") from None
-        self._migrate()
 
     def close(self) -> None:
         self.engine.dispose()

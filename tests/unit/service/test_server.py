@@ -96,6 +96,14 @@ def test_a_store_url_hides_its_password_and_a_database_that_cannot_open_exits_1(
     with pytest.raises(StoreUnavailable, match="cannot open it: unable to open database file") as err:
         JobStore(f"sqlite:///{tmp_path / 'dir.db'}")
     assert err.value.exit_code == 1
+    (tmp_path / "junk.db").write_text("not a database")
+    with pytest.raises(StoreUnavailable, match="cannot open it: file is not a database"):  # was a traceback
+        JobStore(f"sqlite:///{tmp_path / 'junk.db'}")
+    assert (tmp_path / "junk.db").read_text() == "not a database"
+    for memory in ("sqlite://", "sqlite:///:memory:", "sqlite:///file:x?mode=memory&uri=true"):
+        # each pooled connection would be a database of its own: every route answered 500
+        with pytest.raises(UsageError, match="an in-memory SQLite database cannot hold the service's state"):
+            JobStore(memory)
     with pytest.raises(UsageError) as err:
         JobStore("nope://user:hunter2@host/db")
     assert "hunter2" not in str(err.value) and "user:***@host" in str(err.value)
