@@ -93,11 +93,24 @@ class LiveLog:
                 samples, self._samples = list(self._samples), deque(maxlen=self.capacity)
                 ends, self._ends = list(self._ends), deque(maxlen=self.capacity)
                 dropped, self._dropped = self._dropped, 0
+            before = LiveCounts()
+            if self._proc is not None and not self._proc.is_alive():
+                # killed (the OOM killer, an operator): a new one, or the queue to it would grow forever
+                last = self._collect(0)
+                before = LiveCounts(last.logged, last.failures + 1, last.dropped)
+                log.error(
+                    "the live-metrics writer died (exit code %s); starting a new one: what it had not yet "
+                    "written is lost",
+                    self._proc.exitcode,
+                )
+                self._inbox.cancel_join_thread()  # its pipe may be full: never wait for it at exit
+                self._proc = None
             if self._proc is None:
                 self._start()
             if samples or ends:
                 self._inbox.put((samples, ends))
-            return self._collect(dropped)
+            now = self._collect(dropped)
+            return LiveCounts(before.logged + now.logged, before.failures + now.failures, before.dropped + now.dropped)
 
     def close(self, timeout_s: float = 300.0) -> LiveCounts:
         """Flush, let the writer write everything, and stop it; returns its last counts."""

@@ -90,3 +90,20 @@ def test_writer_starts_with_the_service_and_logs_one_mean_point_per_job_and_writ
     assert all(len(rs) == 1 for rs in runs.values())
     history = _history(uri, runs["j2"][0].info.run_id, "throughput")
     assert history[-1] == (10, 99.0) and [s for s, _ in history] == sorted({s for s, _ in history})  # steps grow on
+
+
+def test_a_writer_that_dies_is_reported_and_replaced(tmp_path, caplog):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    live = LiveLog(uri, tmp_path / "art", period_s=0.2)
+    live.flush()
+    first = live._proc
+    first.kill()  # as the OOM killer would
+    first.join(30)
+    t = time.time()
+    live.record("k", "n0", t, {"throughput": 5.0}, t)
+    with caplog.at_level("ERROR", logger="adlrec.service"):
+        counts = live.flush()  # was: samples queued to the dead process, forever, and nothing said
+    assert counts.failures == 1 and "the live-metrics writer died (exit code -9)" in caplog.text
+    assert live._proc is not first and live._proc.is_alive()
+    assert live.close().logged == 2  # the new writer logs what came after: throughput, heartbeats
+    assert _history(uri, _runs(uri)["k"][0].info.run_id, "throughput") == [(0, 5.0)]
