@@ -67,10 +67,12 @@ class JobState:
         self._dirty: set[str] = set()  # jobs changed by heartbeats or expiry since the last flush
         self._plans: dict[str, PlanRecord] = {}  # each node's current plan
         self._problems: dict[str, str] = {}  # why the last recompute made no plan for a node
+        self._loaded_at = float("-inf")  # when load() read the store: no job is silent since before
 
     def load(self) -> None:
         """Read the open jobs and the current plans from the store (at start)."""
         with self._order:
+            self._loaded_at = self.clock()
             opened = self.store.open_jobs()
             plans = self.store.latest_plans()
             with self._mem:
@@ -139,10 +141,15 @@ class JobState:
     def register(self, spec: JobSpec, default_node: NodeInfo) -> tuple[JobRecord, bool]:
         with self._order:
             job, created = self.store.register(spec, default_node)
+            now = self.clock()
             with self._mem:
                 self._open.pop(job.job_id, None)  # to the end: registration order
+                if now - job.last_seen > 1.0:  # the store kept it waiting (a lock): its silence starts now
+                    job = replace(job, last_seen=now)
+                    self._dirty.add(job.job_id)
+                else:
+                    self._dirty.discard(job.job_id)
                 self._open[job.job_id] = _Open(job)
-                self._dirty.discard(job.job_id)
         return job, created
 
     def finish(self, job_id: str) -> JobRecord:
@@ -195,12 +202,13 @@ class JobState:
     # -- recompute ------------------------------------------------------------------------------
     def expire(self, ttl_s: float) -> list[str]:
         """Mark active jobs silent for longer than ``ttl_s`` expired (in memory; the next flush
-        writes it); returns their ids."""
+        writes it); returns their ids.  Silence counts from the service's start at the earliest:
+        while it was down, no job could reach it (a restart after more than ``ttl_s`` expired all)."""
         cutoff = self.clock() - ttl_s
         out = []
         with self._mem:
             for job_id, o in self._open.items():
-                if o.job.status == ACTIVE and o.job.last_seen < cutoff:
+                if o.job.status == ACTIVE and max(o.job.last_seen, self._loaded_at) < cutoff:
                     o.job = replace(o.job, status=EXPIRED)
                     self._dirty.add(job_id)
                     out.append(job_id)

@@ -106,6 +106,42 @@ def test_expiry_and_revival_happen_in_memory_and_reach_the_store(opened):
     assert store.job("a").status == ACTIVE
 
 
+def test_a_restart_after_the_ttl_expires_no_job_for_the_service_s_own_silence(tmp_path):
+    clock = ManualClock()
+    store = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}", clock=clock)
+    first = JobState(store, clock)
+    first.load()
+    first.register(spec("a"), DEFAULT)
+    clock.advance(600)  # the service was down for 10 minutes, past a 120 s TTL
+    again = JobState(store, clock)
+    again.load()
+    assert again.expire(120) == []  # was ["a"]: every job, and its MLflow run split in two
+    clock.advance(121)
+    assert again.expire(120) == ["a"]  # silent since the start for longer than the TTL: now it is
+    store.close()
+
+
+def test_a_registration_the_store_kept_waiting_is_silent_from_when_it_was_answered(opened):
+    state, store, clock = opened
+
+    class Slow:  # a store that takes 30 s (a lock held elsewhere) to register
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def register(self, *args):
+            out = store.register(*args)
+            clock.advance(30)
+            return out
+
+    state.store = Slow()
+    job, _ = state.register(spec("a"), DEFAULT)
+    assert job.last_seen == clock() and job.registered_at == clock() - 30
+    clock.advance(20)
+    assert state.expire(40) == []  # was ["a"]: expired a second after its 201
+    state.flush()
+    assert store.job("a").last_seen == clock() - 20
+
+
 def test_finish_writes_the_last_heartbeats_and_a_finished_job_is_refused(opened):
     state, store, _ = opened
     state.register(spec("a"), DEFAULT)

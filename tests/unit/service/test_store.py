@@ -90,11 +90,11 @@ def test_silent_jobs_expire_and_a_heartbeat_brings_them_back(make_store):
     store = make_store(clock)
     store.register(spec("a"), DEFAULT)
     store.register(spec("b"), DEFAULT)
-    clock.advance(50)
-    assert not beat(store, "b", None, None).revived
-    clock.advance(20)
     state = JobState(store, clock)
     state.load()
+    clock.advance(50)
+    assert not state.beat("b", None, None, None).revived
+    clock.advance(20)
     assert state.expire(60) == ["a"] and store.job("a").status == ACTIVE  # in memory until the flush
     state.flush()
     assert store.job("a").status == EXPIRED and store.job("b").status == ACTIVE
