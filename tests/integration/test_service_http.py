@@ -244,6 +244,27 @@ def test_metrics_are_prometheus_text(service):
     assert "adlrec_http_request_seconds_count" in text and 'adlrec_jobs{status="active"}' in text
 
 
+def test_plan_history_of_one_node_pages_to_its_end(service):
+    http, _ = service
+    register(http, "pg-other", "pg-x", STEEP)  # another node's plans come first and between
+    recompute(http)
+    register(http, "pg", "pg-a", STEEP)
+    recompute(http)
+    register(http, "pg", "pg-b", FLAT)
+    register(http, "pg-other", "pg-y", FLAT)
+    recompute(http)
+    http.post("/jobs/pg-a/finish", headers=AUTH)
+    recompute(http)
+    ids = [p["plan_id"] for p in http.get("/plans", params={"node": "pg"}).json()["plans"]]
+    assert len(ids) == 3 and ids[-1] > 1
+    first = http.get("/plans", params={"node": "pg", "limit": 2}).json()
+    assert [p["plan_id"] for p in first["plans"]] == ids[:2] and first["next_before"] == ids[1]
+    last = http.get("/plans", params={"node": "pg", "limit": 2, "before": first["next_before"]}).json()
+    assert [p["plan_id"] for p in last["plans"]] == ids[2:] and last["next_before"] is None
+    whole = http.get("/plans", params={"node": "pg", "limit": 3}).json()
+    assert whole["next_before"] is None  # was the last id: a next page that is empty
+
+
 def test_restart_keeps_jobs_and_plan_history(tmp_path):
     settings = service_settings(tmp_path)
     clock = ManualClock()

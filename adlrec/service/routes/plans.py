@@ -30,8 +30,9 @@ def history(
     before: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only plans with a smaller id")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> PlanPage:
-    plans = parts.store.plans(node=node, before=before, limit=limit)
-    more = len(plans) == limit and plans[-1].plan_id > 1
+    plans = parts.store.plans(node=node, before=before, limit=limit + 1)  # one more: is there another page?
+    more = len(plans) > limit
+    plans = plans[:limit]
     return PlanPage(plans=[PlanOut.of(p) for p in plans], next_before=plans[-1].plan_id if more else None)
 
 
