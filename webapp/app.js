@@ -4,7 +4,8 @@
 // as HTML, so a job id cannot inject markup.
 
 const query = new URLSearchParams(location.search);
-const EVERY_S = Math.max(1, Number(query.get("refresh")) || 5);
+// seconds between refreshes, 1 s to a day: a browser runs a longer setInterval delay (over 2^31 ms) at once
+const EVERY_S = Math.min(86400, Math.max(1, Number(query.get("refresh")) || 5));
 const API = new URL("..", location.href);
 const SVG = "http://www.w3.org/2000/svg";
 const state = { historyLimit: 30, chartNode: null, lastOk: null };
@@ -33,8 +34,15 @@ const pct = (x) => (x === null || x === undefined ? "–" : `${Math.round(100 * 
 const clock = (epochS) => new Date(epochS * 1000).toLocaleTimeString("en-GB");
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const mb = (x) => (x >= 1024 ? `${num(x / 1024)} GB` : `${x} MB`);
-const hue = (text) => [...text].reduce((a, c) => (a * 31 + c.charCodeAt(0)) % 360, 7);
-const colour = (id) => `hsl(${hue(id)} 60% 50%)`;
+// A job's colour: hues in the order jobs are first seen, each the golden angle (137.5°) from the last, so
+// the jobs on a page differ (a hash of the id gave job-000, job-030, ... the same colour); lightness
+// steps too, so that past a few dozen jobs two hues that come close still differ.
+const hues = new Map();
+const colour = (id) => {
+  if (!hues.has(id)) hues.set(id, hues.size);
+  const i = hues.get(id);
+  return `hsl(${(i * 137.508) % 360} 60% ${[50, 38, 62][Math.floor(i / 8) % 3]}%)`;
+};
 
 // -- the API -------------------------------------------------------------------------------------
 async function get(path) {
@@ -143,11 +151,12 @@ function jobLink(id) {
 }
 
 function jobTable(jobs, plan) {
-  const head = ["job", "GPUs", "plan: workers", "running with", "samples/s measured", "predicted", "of peak", "data wait", "why"];
+  // "expected": the allocator's curve at the planned count (measured where a heartbeat measured it, else predicted)
+  const head = ["job", "GPUs", "plan: workers", "running with", "samples/s measured", "expected", "of peak", "data wait", "why"];
   const numeric = (c) => c !== "job" && c !== "why";
   const rows = jobs.map((j) => {
     const w = plan && j.job_id in plan.workers ? plan.workers[j.job_id] : j.assignment.workers;
-    const predicted = plan && j.job_id in plan.throughput ? plan.throughput[j.job_id] : j.curve[w];
+    const expected = plan && j.job_id in plan.throughput ? plan.throughput[j.job_id] : j.curve[w];
     const peak = Math.max(...j.curve);
     const reason = plan && plan.reasons[j.job_id] ? plan.reasons[j.job_id] : "not in a plan yet";
     return h(
@@ -158,8 +167,8 @@ function jobTable(jobs, plan) {
       h("td", { class: "n workers" }, w),
       h("td", { class: "n" }, j.reported_workers ?? "–"),
       h("td", { class: "n" }, num(j.reported_throughput)),
-      h("td", { class: "n" }, num(predicted)),
-      h("td", { class: "n" }, peak > 0 ? pct(predicted / peak) : "–"),
+      h("td", { class: "n" }, num(expected)),
+      h("td", { class: "n" }, peak > 0 ? pct(expected / peak) : "–"),
       h("td", { class: "n" }, pct(j.data_wait)),
       h("td", { class: "why" }, reason),
     );
@@ -186,11 +195,12 @@ function renderJob(id, job, plans) {
     h(
       "p",
       { class: "meta" },
-      `node ${job.node} · ${job.status} · ${plural(job.gpus, "GPU")} · plan: ${plural(a.workers, "worker")}` +
-        (a.plan_id ? ` (plan #${a.plan_id})` : "") +
+      `node ${job.node} · ${job.status} · ${plural(job.gpus, "GPU")} · ` +
+        (job.status === "active" ? `plan: ${plural(a.workers, "worker")}` + (a.plan_id ? ` (plan #${a.plan_id})` : "") : "in no plan") +
         ` · running with ${job.reported_workers ?? "–"} · asked for ${job.requested_workers} · curve: ${job.curve_source}`,
     ),
-    h("p", { class: "why" }, plan && plan.reasons[job.job_id] ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
+    h("p", { class: "why" }, job.status !== "active" ? `in no plan: the job has ${job.status}`
+      : plan && plan.reasons[job.job_id] ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
     curveChart(job),
     job.measured.length
       ? h(
@@ -250,8 +260,10 @@ function curveChart(job) {
       s("circle", { class: "measured", cx: x(p.workers), cy: y(p.throughput), r: 4.5 },
         s("title", {}, `${plural(p.workers, "worker")}: ${num(p.throughput)} samples/s measured`)),
     ),
-    s("line", { class: "assigned", x1: x(a), x2: x(a), y1: m.t, y2: H - m.b }),
-    s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, `plan: ${plural(a, "worker")}`),
+    job.status === "active" && [  // an ended job's assignment is only a fallback count, not a plan
+      s("line", { class: "assigned", x1: x(a), x2: x(a), y1: m.t, y2: H - m.b }),
+      s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, `plan: ${plural(a, "worker")}`),
+    ],
     s("g", { class: "legend", transform: `translate(${W - m.r - 190} ${H - m.b - 52})` },
       s("line", { class: "predicted", x1: 0, x2: 22, y1: 0, y2: 0 }), s("text", { x: 28, y: 4 }, "predicted"),
       s("line", { class: "used", x1: 0, x2: 22, y1: 16, y2: 16 }), s("text", { x: 28, y: 20 }, "used by the allocator"),

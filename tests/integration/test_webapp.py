@@ -161,6 +161,8 @@ def test_nodes_show_the_plan_its_reasons_and_follow_changes(service, browser):
     wait_for(browser, lambda d: {k: v["workers"] for k, v in rows(d).items()} == second["workers"], "the new plan")
     browser.get(f"{srv.url}/ui/?refresh=1#job/bert")  # an ended job keeps its page
     wait_for(browser, lambda d: "finished" in (text(d, "#job-detail .meta") or ""), "the finished job's page")
+    assert "in no plan" in text(browser, "#job-detail .meta") and "plan:" not in text(browser, "#job-detail .meta")
+    assert text(browser, "#job .why") == "in no plan: the job has finished" and not texts(browser, "#job .assigned-label")
     wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 2, "both plans in the history")
     assert texts(browser, "#history-table tr[data-plan]", "data-plan") == [str(second["plan_id"]), str(plan["plan_id"])]
     columns = texts(browser, "#history-chart svg rect")
@@ -200,6 +202,19 @@ def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
     assert text(browser, '[data-node="tiny"] .problem') == (
         "no plan fits: 1 core cannot hold the jobs' 2 main processes and 0 minimum workers"
     )
+
+
+def test_jobs_get_colours_of_their_own_and_the_refresh_is_at_most_a_day(service, browser):
+    srv, http = service
+    ids = ["j0", "j57", "j1", "j2"]  # j0 and j57 had one colour: a hash of the id, modulo 360 hues
+    for job_id in ids:
+        register(http, "gpu-col", job_id, STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3000000")  # past 2^31 ms a browser refreshes at once, again and again
+    wait_for(browser, lambda d: set(ids) <= set(rows(d)), "the four jobs")
+    swatches = texts(browser, "article[data-node='gpu-col'] td.job .swatch", "style")
+    assert len(swatches) == 4 and len(set(swatches)) == 4, swatches
+    assert text(browser, "#every") == "86400"
 
 
 def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):
