@@ -23,8 +23,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import json
+import math
+import os
+import posixpath
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -36,6 +41,15 @@ __all__ = ["Job", "JobConfig", "load_job", "parse_param_overrides"]
 
 _REQUIRED_CALLABLES = ("build_dataset", "build_model", "loss_fn")
 _OPTIONAL_CALLABLES = ("build_optimizer", "collate_fn", "raw_files")
+
+# MLflow's rule for a param, from mlflow/utils/validation.py (validate_param_and_metric_name,
+# path_not_unique, MAX_ENTITY_KEY_LENGTH, MAX_PARAM_VAL_LENGTH).  adlrec/tracking.py logs each PARAMS
+# entry as "param.<key>" = str(value); a key MLflow refuses would fail only after the whole sweep.
+PARAM_PREFIX = "param."
+_MLFLOW_NAME = re.compile(r"^[/\w.\- ]*$" if os.name == "nt" else r"^[/\w.\- :]*$")
+_MLFLOW_NAME_CHARS = "letters, digits, spaces and _ - . /" + ("" if os.name == "nt" else " :")
+_MLFLOW_KEY_MAX = 250
+_MLFLOW_VALUE_MAX = 6000
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,17 @@ class Job:
         if self.raw_files is None:
             return []
         files = self._call("raw_files", self.raw_files, dataset)
-        return [Path(f) for f in files]
+        expected = "expected a list of file paths (str or Path)"
+        if isinstance(files, (str, bytes, os.PathLike)) or not isinstance(files, Iterable):
+            raise JobContractError(f"{self.path.name}: raw_files(dataset) returned {type(files).__name__}, {expected}")
+        items = self._call("raw_files", list, files)  # a generator runs the user's code here
+        for f in items:
+            if not isinstance(f, (str, os.PathLike)):
+                held = f"{type(f).__name__} {f!r:.60}"
+                raise JobContractError(
+                    f"{self.path.name}: raw_files(dataset) returned a list holding {held}, {expected}"
+                )
+        return [Path(f) for f in items]
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -133,9 +157,8 @@ class Job:
         except JobContractError:
             raise
         except Exception as exc:  # the user's code failed: one line, not a traceback
-            raise JobContractError(
-                f"{self.path.name}: {what}() raised {type(exc).__name__}: {_first_line(exc)}"
-            ) from exc
+            call = what if what.endswith(")") else f"{what}()"
+            raise JobContractError(f"{self.path.name}: {call} raised {type(exc).__name__}: {_first_line(exc)}") from exc
 
 
 def parse_param_overrides(items: Sequence[str]) -> dict[str, str]:
@@ -195,6 +218,8 @@ def load_job(
             known = ", ".join(sorted(params))
             raise JobContractError(f"{path.name}: unknown parameter {key!r} (PARAMS has: {known})")
         params[key] = _convert(path.name, key, raw, params[key])
+    for key, value in params.items():
+        _check_loggable(path.name, str(key), value)
     batch = params.get("batch_size")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
         raise JobContractError(f"{path.name}: PARAMS['batch_size'] must be a positive int, got {batch!r}")
@@ -224,6 +249,16 @@ def load_job(
 
 
 def _import(path: Path) -> ModuleType:
+    """Import ``path`` as ``python path`` would run it: with its folder first on ``sys.path``.
+
+    The folder stays on ``sys.path`` afterwards (moved to the front if it was there already): a job
+    may import its helper modules lazily, in its functions or in DataLoader workers, and forked
+    workers inherit ``sys.path`` and ``sys.modules`` from this process.
+    """
+    folder = str(path.resolve().parent)
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
     mod_name = f"adlrec_job_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
@@ -245,7 +280,34 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
+def _check_loggable(file: str, key: str, value: Any) -> None:
+    """Refuse a parameter MLflow would refuse to log (see ``_MLFLOW_NAME``), naming it and the rule."""
+    name = PARAM_PREFIX + key
+    if not _MLFLOW_NAME.match(name):
+        raise JobContractError(
+            f"{file}: PARAMS key {key!r} cannot be logged to MLflow: a name may only contain {_MLFLOW_NAME_CHARS}"
+        )
+    if posixpath.normpath(name) != name:
+        raise JobContractError(
+            f"{file}: PARAMS key {key!r} cannot be logged to MLflow: a name must be a plain path "
+            "(no empty, '.' or '..' parts, no trailing '/')"
+        )
+    if len(name) > _MLFLOW_KEY_MAX:
+        raise JobContractError(
+            f"{file}: PARAMS key {key[:40]!r}... is {len(key)} characters; MLflow allows at most "
+            f"{_MLFLOW_KEY_MAX - len(PARAM_PREFIX)}"
+        )
+    if len(str(value)) > _MLFLOW_VALUE_MAX:
+        raise JobContractError(
+            f"{file}: parameter {key} is {len(str(value))} characters long as text; MLflow logs at most "
+            f"{_MLFLOW_VALUE_MAX}: keep large data out of PARAMS (a file path, a size)"
+        )
+
+
 def _convert(file: str, key: str, raw: str, default: Any) -> Any:
+    """``raw`` as the type of ``default``: bool, int, float (finite), str; JSON for list, dict and None."""
+    if default is None or isinstance(default, (list, tuple, dict)):
+        return _convert_json(file, key, raw, default)
     try:
         if isinstance(default, bool):
             low = raw.lower()
@@ -257,12 +319,40 @@ def _convert(file: str, key: str, raw: str, default: Any) -> Any:
         if isinstance(default, int):
             return int(raw)
         if isinstance(default, float):
-            return float(raw)
+            value = float(raw)
+            if not math.isfinite(value):
+                raise JobContractError(f"{file}: parameter {key}={raw!r} is not a finite number")
+            return value
     except ValueError:
         raise JobContractError(
             f"{file}: parameter {key}={raw!r} is not a valid {type(default).__name__} (its default is {default!r})"
         ) from None
     return raw
+
+
+def _convert_json(file: str, key: str, raw: str, default: Any) -> Any:
+    """``raw`` parsed as JSON, of the default's kind (list or tuple: a list; dict: an object; None: any
+    JSON value, else the text as given)."""
+
+    def refuse(text: str) -> Any:
+        raise JobContractError(f"{file}: parameter {key}={raw!r} holds {text}, which is not a finite number")
+
+    def number(text: str) -> float:
+        return float(text) if math.isfinite(float(text)) else refuse(text)
+
+    if isinstance(default, (list, tuple)):
+        kind, what = list, "a JSON list, e.g. [3, 4]"
+    elif isinstance(default, dict):
+        kind, what = dict, 'a JSON object, e.g. {"a": 1}'
+    else:
+        kind, what = object, "JSON or text"
+    try:
+        value = json.loads(raw, parse_float=number, parse_constant=refuse)
+    except ValueError:  # not JSON at all: under a None default, the text itself (a path, a name)
+        value = raw if kind is object else ...
+    if value is ... or not isinstance(value, kind):
+        raise JobContractError(f"{file}: parameter {key}={raw!r} is not {what} (its default is {default!r})")
+    return tuple(value) if isinstance(default, tuple) else value
 
 
 def _check_arity(file: str, module: ModuleType, name: str, n: int) -> None:

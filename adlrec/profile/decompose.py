@@ -11,8 +11,11 @@ Per sample, in seconds:
 * warm step:   ``t_w = 1/T(w)``; its excess over compute is the preprocessing stall
   ``s_p = max(0, t_w - t_c)`` (with data cached, the loader's only cost is preprocessing);
 * cold step:   the loader's time per sample grows by ``f`` spread over ``max(1, w)`` readers;
-  with workers the loader overlaps training, so ``t_cold = max(t_w, 1/P(w) + f/w)``; in-process
-  (``w = 0``) nothing overlaps, so ``t_cold = t_w + f``.  The fetch stall is ``s_f = t_cold - t_w``.
+  with workers the loader overlaps training, so ``t_cold = max(t_w, t_l + f/w)``, where
+  ``t_l = min(1/P(w), t_w)`` is the warm loader's time per sample: training with the loader reached
+  ``T(w)``, so the loader delivered at least that fast, and a loader-alone rate below it is noise,
+  not fetch; in-process (``w = 0``) nothing overlaps, so ``t_cold = t_w + f``.  The fetch stall is
+  ``s_f = t_cold - t_w``, never more than ``f`` (or ``f/w``), and 0 when ``f`` is 0.
 
 Shares are of the cold step time, so ``compute + prep + fetch = 1``.  The fetch share is an
 estimate from measured read costs, not a cold training run; docs/profiling.md says why.
@@ -46,7 +49,7 @@ def decompose(throughput: float, ceiling: float, prep_rate: float, fetch_extra_s
     if workers == 0:
         t_cold = t_w + fetch_extra_s
     else:
-        t_cold = max(t_w, 1.0 / prep_rate + fetch_extra_s / workers)
+        t_cold = max(t_w, min(1.0 / prep_rate, t_w) + fetch_extra_s / workers)
     s_f = t_cold - t_w
     stall = min(1.0, max(0.0, 1.0 - throughput / ceiling))
     return Shares(

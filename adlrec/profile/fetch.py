@@ -55,9 +55,10 @@ def measure_fetch(
     """
     if not files:
         return FetchCost(0.0, 0.0, 0.0, "not measured: model.py defines no raw_files(dataset)")
-    missing = [f for f in files if not f.is_file()]
-    if missing:
-        return FetchCost(0.0, 0.0, 0.0, f"not measured: raw file not found: {missing[0]}")
+    bad = next((f for f in files if not f.is_file()), None)
+    if bad is not None:
+        why = "is a directory, not a file" if bad.is_dir() else "not found"
+        return FetchCost(0.0, 0.0, 0.0, f"not measured: raw file {why}: {bad}")
     chosen = spread(list(files), max_files)
     total_bytes = sum(f.stat().st_size for f in files)
     chosen_bytes = sum(f.stat().st_size for f in chosen)

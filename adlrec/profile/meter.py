@@ -123,6 +123,8 @@ def measure(
 ) -> Measurement:
     """Run ``step`` over ``batches`` until the rate is stable or ``budget_s`` of window is spent.
 
+    ``batches`` must be endless; if it stops, the measurement fails with a contract error.
+
     ``exclude``: pids of child processes that are not loader workers (their CPU and memory are not counted).
     """
     tree = _Tree(exclude)
@@ -140,8 +142,11 @@ def measure(
     while True:
         try:
             batch = next(batches)
-        except StopIteration:
-            break
+        except StopIteration:  # an endless source ended: a StopIteration raised in the job's code
+            raise JobContractError(
+                f"{what} ran out of batches after {len(durations)}: the DataLoader's sampler never ends, so a "
+                "__getitem__ or collate_fn raised StopIteration; raise another exception (e.g. IndexError) instead"
+            ) from None
         except JobContractError:
             raise
         except Exception as exc:

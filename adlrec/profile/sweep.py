@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import pickle
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +38,10 @@ from adlrec.profile.steady import drift
 from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
 
 __all__ = ["Progress", "default_max_workers", "profile_job"]
+
+# How long a DataLoader waits for a worker's batch before giving up: generous for a slow real dataset
+# (a remote read, a large decode), but a worker that never answers must not hang the sweep forever.
+WORKER_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class JobBench:
         self.step = make_step(job, device)
         # processes this one had before any loader (a service's writer, a test's helpers) are not workers
         self._foreign = frozenset(p.pid for p in psutil.Process().children(recursive=True))
+        self._picklable = False  # checked once, before the first loader with workers
 
     def fetch(self) -> FetchCost:
         files = self.job.files(self.dataset)
@@ -72,11 +78,28 @@ class JobBench:
 
     def ceiling(self, budget_s: float) -> Measurement:
         """Training steps on one batch already on the device: no loader at all."""
+        return self._run(itertools.repeat(self.step.place(self._first_batch())), self.step, budget_s, 3)
+
+    def _first_batch(self) -> object:
         try:
-            first = next(iter(self._loader(0)))
+            return next(iter(self._loader(0)))
         except Exception as exc:
             raise JobContractError(f"{self.job.path.name}: the dataset raised {describe_error(exc)}") from exc
-        return self._run(itertools.repeat(self.step.place(first)), self.step, budget_s, 3)
+
+    def _check_picklable(self) -> None:
+        """Refuse a batch pickle cannot write: a worker could never send it, and the loader would wait for it."""
+        if self._picklable:
+            return
+        batch = self._first_batch()
+        try:
+            pickle.Pickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(batch)
+        except Exception as exc:
+            raise JobContractError(
+                f"{self.job.path.name}: a batch cannot be pickled ({describe_error(exc)}); DataLoader worker "
+                "processes send batches by pickling them, so __getitem__ and collate_fn must return picklable "
+                "objects (tensors, numbers, lists, dicts)"
+            ) from exc
+        self._picklable = True
 
     def loader_alone(self, workers: int, budget_s: float) -> Measurement:
         with self._batches(workers) as it:
@@ -116,6 +139,7 @@ class JobBench:
             worker_init_fn=worker_init if workers else None,
             prefetch_factor=2 if workers else None,
             generator=torch.Generator().manual_seed(seed),
+            timeout=WORKER_TIMEOUT_S if workers else 0,
             # fork where the platform has it: workers inherit the job's module, which adlrec imports
             # from a path, so spawned workers could not unpickle the job's classes.
             multiprocessing_context=_FORK if workers else None,
@@ -129,9 +153,18 @@ class JobBench:
         the iterator, and its worker processes, alive.  torch has no public close(), so call the
         method its own ``__del__`` calls.
         """
+        if workers:
+            self._check_picklable()
         it = iter(self._loader(workers))
         try:
             yield it
+        except JobContractError as exc:
+            if not _timed_out(exc.__cause__):
+                raise
+            raise JobContractError(
+                f"{self.job.path.name}: no batch came from the DataLoader workers in {WORKER_TIMEOUT_S:g} s: "
+                "a __getitem__ or collate_fn that never returns, or a worker that lost its batch"
+            ) from exc.__cause__
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None:
@@ -249,3 +282,15 @@ _FORK = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
 def _noop(batch: object) -> None:
     return None
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is torch's error for a DataLoader ``timeout`` that expired."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader timed out")
+
+
+class _Discard:
+    """A file that forgets what is written: pickles a batch without holding a copy of it."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)

@@ -62,3 +62,17 @@ def test_bad_input_raises(kw):
     args = {"throughput": 10.0, "ceiling": 10.0, "prep_rate": 10.0, "fetch_extra_s": 0.0, "workers": 1} | kw
     with pytest.raises(ValueError):
         decompose(**args)
+
+
+def test_no_fetch_cost_means_no_fetch_share_even_when_the_loader_alone_measured_slower():
+    # loader alone 80/s (noise: training with it reached 100/s); with f = 0 nothing is fetch
+    s = decompose(throughput=100.0, ceiling=120.0, prep_rate=80.0, fetch_extra_s=0.0, workers=1)
+    assert s.fetch_share == 0.0
+    assert _total(s) == pytest.approx(1.0)
+
+
+def test_fetch_share_never_exceeds_what_the_fetch_cost_explains():
+    # 10 ms step, loader alone 12.5 ms (noise), 1 ms cold fetch over 1 worker: at most 1 ms of 11 ms
+    s = decompose(throughput=100.0, ceiling=100.0, prep_rate=80.0, fetch_extra_s=0.001, workers=1)
+    assert s.fetch_share == pytest.approx(1 / 11)
+    assert _total(s) == pytest.approx(1.0)

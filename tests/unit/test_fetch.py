@@ -28,3 +28,8 @@ def test_fetch_without_files_says_why():
 def test_fetch_with_a_missing_file_says_which(tmp_path):
     cost = measure_fetch([tmp_path / "gone.bin"], samples=1)
     assert "raw file not found" in cost.method and "gone.bin" in cost.method
+
+
+def test_fetch_with_a_directory_says_it_is_not_a_file(tmp_path):
+    cost = measure_fetch([tmp_path], samples=1)
+    assert cost.method == f"not measured: raw file is a directory, not a file: {tmp_path}"

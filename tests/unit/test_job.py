@@ -1,5 +1,6 @@
 """The job contract: every way a model.py can be wrong gets one line naming what is wrong."""
 
+import sys
 import textwrap
 
 import pytest
@@ -101,3 +102,113 @@ def test_dataset_and_model_problems_are_reported_when_built(tmp_path):
     not_module = GOOD.replace("return torch.nn.Linear(cfg.size, 2)", "return 'a model'")
     with pytest.raises(JobContractError, match="returned str, expected a torch.nn.Module"):
         load_job(write(tmp_path, not_module)).model()
+
+
+def test_len_error_names_the_call_once(tmp_path):
+    bad_len = GOOD.replace(
+        "return [(torch.zeros(cfg.size), 0)] * 10",
+        "class D(torch.utils.data.Dataset):\n        def __len__(self): return 'ten'\n"
+        "        def __getitem__(self, i): return i\n    return D()",
+    )
+    with pytest.raises(JobContractError) as err:
+        load_job(write(tmp_path, bad_len)).dataset()
+    assert "model.py: len(dataset) raised TypeError: " in str(err.value)
+
+
+# MLflow's own check for what adlrec/tracking.py logs ("param.<key>" = str(value)): the verdicts must agree.
+def _mlflow_accepts(key: str, value: object) -> bool:
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_param
+
+    try:
+        _validate_param(f"param.{key}", str(value))
+    except MlflowException:
+        return False
+    return len(str(value)) <= MAX_PARAM_VAL_LENGTH  # MLflow truncates a longer value: data lost
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("drop%", 0.1, r"PARAMS key 'drop%' cannot be logged to MLflow: a name may only contain letters, digits"),
+        ("a/../b", 1, r"PARAMS key 'a/../b' cannot be logged to MLflow: a name must be a plain path"),
+        ("dir/", 1, r"PARAMS key 'dir/' cannot be logged to MLflow: a name must be a plain path"),
+        ("k" * 245, 1, r"PARAMS key 'kkkk.*is 245 characters; MLflow allows at most 244"),
+        ("notes", "x" * 6001, r"parameter notes is 6001 characters long as text; MLflow logs at most 6000"),
+    ],
+)
+def test_params_mlflow_would_refuse_are_refused_at_load(tmp_path, key, value, message):
+    assert not _mlflow_accepts(key, value)
+    text = GOOD.replace('PARAMS = {"batch_size": 4,', f'PARAMS = {{{key!r}: {value!r}, "batch_size": 4,')
+    with pytest.raises(JobContractError, match=message) as err:
+        load_job(write(tmp_path, text))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["α", "lr:warm", "a b", "enc/layers", "x.y-z_1", "k" * 244])
+def test_params_mlflow_accepts_load(tmp_path, key):
+    assert _mlflow_accepts(key, "x" * 6000)
+    text = GOOD.replace('PARAMS = {"batch_size": 4,', f'PARAMS = {{{key!r}: "{"x" * 6000}", "batch_size": 4,')
+    assert key in load_job(write(tmp_path, text)).params
+
+
+def test_an_override_too_long_to_log_is_refused(tmp_path):
+    with pytest.raises(JobContractError, match="parameter mode is 7000 characters long"):
+        load_job(write(tmp_path, GOOD), overrides={"mode": "m" * 7000})
+
+
+def test_overrides_of_list_dict_and_none_defaults_are_json_of_the_same_kind(tmp_path):
+    text = GOOD.replace(
+        '"mode": "a"}', '"mode": "a", "sizes": [1, 2], "aug": {"p": 0.5}, "extra": None, "shape": (2, 3)}'
+    )
+    path = write(tmp_path, text)
+    job = load_job(path, overrides={"sizes": "[3, 4]", "aug": '{"p": 1}', "extra": '"x"', "shape": "[4, 5]"})
+    assert job.params["sizes"] == [3, 4] and job.params["aug"] == {"p": 1}
+    assert job.params["extra"] == "x" and job.params["shape"] == (4, 5)
+    assert load_job(path, overrides={"extra": "[1, 2.5]"}).params["extra"] == [1, 2.5]
+    assert load_job(path, overrides={"extra": "/data/ckpt.pt"}).params["extra"] == "/data/ckpt.pt"  # text
+    for key, raw, message in [
+        ("sizes", "3", r"parameter sizes='3' is not a JSON list, e.g. \[3, 4\] \(its default is \[1, 2\]\)"),
+        ("sizes", "[3", "parameter sizes='\\[3' is not a JSON list"),
+        ("aug", "[1]", "parameter aug='\\[1\\]' is not a JSON object"),
+        ("sizes", "[NaN]", "parameter sizes='\\[NaN\\]' holds NaN, which is not a finite number"),
+        ("extra", "1e400", "parameter extra='1e400' holds 1e400, which is not a finite number"),
+    ]:
+        with pytest.raises(JobContractError, match=message):
+            load_job(path, overrides={key: raw})
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e400"])
+def test_non_finite_float_overrides_are_refused(tmp_path, raw):
+    with pytest.raises(JobContractError, match=rf"model.py: parameter scale='{raw}' is not a finite number"):
+        load_job(write(tmp_path, GOOD), overrides={"scale": raw})
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ("return 5", r"raw_files\(dataset\) returned int, expected a list of file paths \(str or Path\)"),
+        ("return 'data.bin'", r"raw_files\(dataset\) returned str, expected a list of file paths"),
+        ("return [5]", r"raw_files\(dataset\) returned a list holding int 5, expected a list of file paths"),
+        ("return [None]", r"raw_files\(dataset\) returned a list holding NoneType None, expected"),
+        ("return (1 / 0 for _ in [1])", r"raw_files\(\) raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_raw_files_of_the_wrong_kind_is_one_line(tmp_path, body, message):
+    job = load_job(write(tmp_path, GOOD + f"\ndef raw_files(dataset):\n    {body}\n"))
+    with pytest.raises(JobContractError, match="^model.py: " + message):
+        job.files(job.dataset())
+    ok = load_job(
+        write(tmp_path, GOOD + "\ndef raw_files(dataset):\n    return ('a.bin', __import__('pathlib').Path('b'))\n")
+    )
+    assert [p.name for p in ok.files(ok.dataset())] == ["a.bin", "b"]
+
+
+def test_a_module_beside_model_py_imports_as_under_python(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the job's folder is left on sys.path: undo it here
+    mod = f"helpers_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{mod}.py").write_text("SIZE = 3\n")
+    job = load_job(write(tmp_path, f"from {mod} import SIZE\n" + GOOD.replace('"size": 8', '"size": SIZE')))
+    assert job.params["size"] == 3
+    assert sys.path[0] == str(tmp_path.resolve())
+    monkeypatch.delitem(sys.modules, mod)

@@ -96,3 +96,18 @@ def test_endless_sampler_covers_every_index_each_pass_and_is_seeded():
         assert sorted(first[7 * k : 7 * k + 7]) == list(range(7))
     assert first == list(itertools.islice(iter(EndlessSampler(7, seed=3)), 21))
     assert first != list(itertools.islice(iter(EndlessSampler(7, seed=4)), 21))
+
+
+def test_a_source_that_stops_is_a_contract_error_not_an_empty_window():
+    # an endless DataLoader stops only when the job's code raised StopIteration
+    with pytest.raises(JobContractError, match="the dataset ran out of batches after 2: .* raised StopIteration"):
+        measure(
+            iter([1, 2]),
+            lambda b: None,
+            batch_size=1,
+            budget_s=1,
+            rse_target=0.05,
+            min_batches=2,
+            warmup_s=0,
+            warmup_batches=0,
+        )
