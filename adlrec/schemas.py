@@ -25,6 +25,7 @@ __all__ = [
     "OBJECTIVES",
     "Profile",
     "ProfilePoint",
+    "json_text",
 ]
 
 
@@ -196,20 +197,32 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Profile:
+        """The profile ``to_dict`` (or its JSON) describes.  Values are taken as they are, not converted, so
+        that a checker (``adlrec.profile.check``) sees a wrongly typed field; an error that JSON holds as null
+        (:func:`json_text`) reads back as ``inf``, not estimated."""
         dev = d["device"]
+        baseline = {k: v for k, v in d["baseline"].items() if k in _field_names(Baseline)}
+        if "ceiling_rse" in baseline and baseline["ceiling_rse"] is None:
+            baseline["ceiling_rse"] = math.inf
+        if baseline.get("ceiling_end") is not None and baseline.get("ceiling_end_rse", 0) is None:
+            baseline["ceiling_end_rse"] = math.inf
         return cls(
             workload=d["workload"],
             source_hash=d["source_hash"],
             params=dict(d["params"]),
-            batch_size=int(d["batch_size"]),
+            batch_size=d["batch_size"],
             device=DeviceSpec(kind=dev["kind"], step_ms=dev.get("step_ms")),
             hardware=Hardware.from_dict(d["hardware"]),
-            baseline=Baseline(**{k: v for k, v in d["baseline"].items() if k in _field_names(Baseline)}),
+            baseline=Baseline(**baseline),
             points=tuple(
-                ProfilePoint(**{k: v for k, v in p.items() if k in _field_names(ProfilePoint)}) for p in d["points"]
+                ProfilePoint(
+                    **{k: v for k, v in p.items() if k in _field_names(ProfilePoint)}
+                    | ({"rse": math.inf} if "rse" in p and p["rse"] is None else {})
+                )
+                for p in d["points"]
             ),
-            budget_s=float(d["budget_s"]),
-            rse_target=float(d["rse_target"]),
+            budget_s=d["budget_s"],
+            rse_target=d["rse_target"],
             command=d["command"],
             created_at=d["created_at"],
             notes=tuple(d.get("notes", ())),
@@ -218,6 +231,22 @@ class Profile:
 
 def _field_names(cls: type) -> set[str]:
     return {f.name for f in fields(cls)}
+
+
+def json_text(doc: Any, indent: int | None = 2) -> str:
+    """``doc`` as strict JSON: a non-finite number (an error not estimated, ``inf``) becomes null, since
+    ``Infinity`` and ``NaN`` are not JSON and other readers refuse them."""
+
+    def finite(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+
+    return json.dumps(finite(doc), indent=indent, allow_nan=False)
 
 
 # -- allocation: what the allocator is asked and what it answers ------------------------------

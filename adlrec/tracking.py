@@ -37,7 +37,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from adlrec.errors import TrackingError, UsageError  # noqa: E402
 from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
-from adlrec.schemas import Profile  # noqa: E402
+from adlrec.schemas import Profile, json_text  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +205,8 @@ class Tracker:
                 d = Path(tmp)
                 (d / "curve.csv").write_text(curve_csv(profile))
                 plot_curve(profile, d / "curve.png")
-                (d / PROFILE_ARTIFACT).write_text(json.dumps(profile.to_dict(), indent=2))
-                (d / "hardware.json").write_text(json.dumps(profile.hardware.to_dict(), indent=2))
+                (d / PROFILE_ARTIFACT).write_text(json_text(profile.to_dict()))
+                (d / "hardware.json").write_text(json_text(profile.hardware.to_dict()))
                 for name in ("curve.csv", "curve.png", PROFILE_ARTIFACT, "hardware.json"):
                     self.client.log_artifact(run_id, str(d / name))
             self.client.log_batch(run_id, tags=[RunTag(COMPLETE_TAG, "true")])
@@ -440,13 +440,30 @@ class ModelRegistry:
         self.client.set_registered_model_alias(MODEL_NAME, CHAMPION, version)
 
     def load(self, alias: str = CHAMPION) -> tuple[Any, str] | None:
-        """The pyfunc model at ``models:/adlrec-throughput@alias`` and its version, or None."""
+        """The pyfunc model at ``models:/adlrec-throughput@alias`` and its version, or None when no version
+        has the alias.  A version that has it but cannot be loaded (its artifacts deleted or moved) raises
+        ``TrackingError``: predicting with another model than the one asked for would hide that."""
         try:
             mv = self.client.get_model_version_by_alias(MODEL_NAME, alias)
         except MlflowException:
             return None
-        with _uris(self.tracking_uri):
-            return mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@{alias}"), str(mv.version)
+        try:
+            with _uris(self.tracking_uri), _quiet("mlflow.pyfunc"):
+                return mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@{alias}"), str(mv.version)
+        except (OSError, MlflowException) as exc:
+            raise TrackingError(
+                f"{MODEL_NAME} v{mv.version} (@{alias}) in {self.tracking_uri} cannot be loaded: "
+                f"{type(exc).__name__}: {_first_line(exc)}; its artifacts may have been deleted or moved: "
+                f"`adlrec model fit` registers a new version and moves @{alias} to it"
+            ) from exc
+
+    def loadable(self, alias: str = CHAMPION) -> bool:
+        """Whether the version with ``alias``, if any, can be loaded."""
+        try:
+            self.load(alias)
+        except TrackingError:
+            return False
+        return True
 
     def versions(self) -> list[Any]:
         try:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,8 +39,8 @@ def add_commands(sub) -> None:
     fit.add_argument(
         "--profiles",
         type=Path,
-        default=Path("profiles"),
-        help="folder of exported profiles to train on too (default profiles/)",
+        default=None,
+        help="folder of exported profiles to train on too (default profiles/, when there is one)",
     )
     store_args(fit)
     lst = ms.add_parser("list", help="list registered versions and the champion")
@@ -97,7 +97,21 @@ def _parse_hparams(items: Sequence[str]) -> dict:
             out[key] = type(defaults[key])(raw)
         except ValueError:
             raise UsageError(f"--hparam {item!r}: {raw!r} is not a valid {type(defaults[key]).__name__}") from None
+    try:
+        LearnedModel(**out)  # the ranges, before anything is trained or registered
+    except ValueError as exc:
+        raise UsageError(f"--hparam {exc}") from None
     return out
+
+
+def _skipped_summary(skipped: Sequence[str]) -> str:
+    """``skipped 5 profiles: 5 swept to fewer than 2 workers (...)``, the commonest reasons first."""
+    if not skipped:
+        return ""
+    counts = Counter(skipped).most_common()
+    reasons = "; ".join(f"{n} {why}" if n > 1 else why for why, n in counts[:3])
+    more = f"; and {len(counts) - 3} other reasons" if len(counts) > 3 else ""
+    return f"skipped {len(skipped)} profile{'s' if len(skipped) > 1 else ''}: {reasons}{more}"
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
@@ -109,13 +123,15 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if args.model_command == "list":
         versions = registry.versions()
         if not versions:
-            console.print(f"no versions of {MODEL_NAME} in {settings.resolved_tracking_uri}")
+            console.print(f"no versions of {MODEL_NAME} in {settings.resolved_tracking_uri}", markup=False)
         champion = registry.champion()
         for mv in versions:
             mark = "  champion" if champion and champion.version == str(mv.version) else ""
             ape = mv.tags.get("cv_median_ape")
             ape_text = f"{float(ape):.1%}" if ape else "?"
-            console.print(f"v{mv.version}  {mv.tags.get('adlrec.spec', '')}  cv median APE {ape_text}{mark}")
+            console.print(
+                f"v{mv.version}  {mv.tags.get('adlrec.spec', '')}  cv median APE {ape_text}{mark}", markup=False
+            )
         return 0
 
     from adlrec.predict.fit import fit_and_register, gather_curves
@@ -128,25 +144,39 @@ def _cmd_model(args: argparse.Namespace) -> int:
         from adlrec.predict.models import LearnedModel
 
         spec = LearnedModel(**{k: v for k, v in spec.items() if k != "kind"}).spec()
-    curves = gather_curves(args.profiles, tracker)
+    folder = args.profiles
+    if folder is None:
+        folder = Path("profiles") if Path("profiles").is_dir() else None
+    elif not folder.is_dir():
+        raise UsageError(f"--profiles {folder}: no such folder; expected a folder of exported profiles")
+    skipped: list[str] = []
+    curves = gather_curves(folder, tracker, skipped)
+    where = f"{folder}/ and {tracker.tracking_uri}" if folder else tracker.tracking_uri
+    why = _skipped_summary(skipped)
     workloads = {c.group for c in curves}
     if len(workloads) < 2:
         raise UsageError(
             f"need curves of at least 2 workloads to cross-validate; found {len(curves)} curves of "
-            f"{len(workloads)} in {args.profiles}/ and {tracker.tracking_uri}"
+            f"{len(workloads)} in {where}" + (f"; {why}" if why else "")
         )
-    outcome = fit_and_register(curves, spec, registry, sources=f"{args.profiles}, {tracker.tracking_uri}")
+    if why:
+        print(f"adlrec: {why}", file=sys.stderr)
+    outcome = fit_and_register(curves, spec, registry, sources=where)
     console.print(fit_table(outcome))
     if outcome.promoted:
         before = f" (was v{outcome.previous_champion})" if outcome.previous_champion else ""
-        console.print(f"registered {MODEL_NAME} v{outcome.version} and moved @champion to it{before}")
+        if outcome.champion_broken:
+            before = f" (was v{outcome.previous_champion}, whose model can no longer be loaded)"
+        console.print(f"registered {MODEL_NAME} v{outcome.version} and moved @champion to it{before}", markup=False)
     else:
         console.print(
             f"registered {MODEL_NAME} v{outcome.version}, but it does not beat champion v{outcome.previous_champion} "
             f"on the same evaluation (median APE {outcome.evaluation.median_ape:.1%} vs "
             f"{outcome.champion_evaluation.median_ape:.1%}); @champion stays on v{outcome.previous_champion}"
         )
-    console.print(f"fit run {outcome.run_id} in experiment 'adlrec-models' at {settings.resolved_tracking_uri}")
+    console.print(
+        f"fit run {outcome.run_id} in experiment 'adlrec-models' at {settings.resolved_tracking_uri}", markup=False
+    )
     return 0
 
 
@@ -158,7 +188,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.predict.report import prediction_table
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
-    from adlrec.schemas import ENOUGH_SHARE
+    from adlrec.schemas import ENOUGH_SHARE, json_text
     from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
 
     settings = settings_from(args, point_budget_s=args.budget)
@@ -215,11 +245,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         "sweep_seconds": sweep_s,
     }
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json_text(summary))
         return 0
     console = stdout()
     console.print(prediction_table(job.name, device, curve, measured))
-    console.print(f"model: {source}")
+    console.print(f"model: {source}", markup=False)
     console.print(
         f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; {enough_w} workers reach "
         f"{ENOUGH_SHARE:.0%} of it"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -172,8 +171,9 @@ def log_or_keep(tracker: Tracker, profile: Profile, settings: Settings) -> str:
 def _keep(profile: Profile, folder: Path) -> Path | None:
     """Write the profile to a new file in ``folder`` (never over another), else to stdout: None."""
     from adlrec.profile.library import file_name
+    from adlrec.schemas import json_text
 
-    text = json.dumps(profile.to_dict(), indent=2)
+    text = json_text(profile.to_dict())
     stem = file_name(profile).removesuffix(".json") + time.strftime("-%Y%m%d-%H%M%S")
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -188,7 +188,7 @@ def _keep(profile: Profile, folder: Path) -> Path | None:
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from adlrec.profile.report import profile_table
-    from adlrec.schemas import ENOUGH_SHARE
+    from adlrec.schemas import ENOUGH_SHARE, json_text
 
     settings = settings_from(args, point_budget_s=args.budget)
     job, device = job_and_device(args, settings)
@@ -197,7 +197,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     run_id = log_or_keep(tracker, profile, settings) if tracker is not None else None
     if args.json:
         out = profile.to_dict() | {"run_id": run_id, "tracking_uri": tracker.tracking_uri if tracker else None}
-        print(json.dumps(out, indent=2))
+        print(json_text(out))
         return 0
     console = stdout()
     console.print(profile_table(profile))
@@ -241,10 +241,13 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             f"no complete profiles to export in experiment {settings.experiment!r} at {tracker.tracking_uri}"
         )
     ensure_folder(args.out, "--out")
+    skipped: list[str] = []
     try:
-        written = export_profiles(runs, args.out)
+        written = export_profiles(runs, args.out, skipped)
     except OSError as exc:
         raise UsageError(f"--out {args.out}: cannot write the profiles there: {exc.strerror or exc}") from None
+    for line in skipped:
+        print(f"adlrec: warning: skipped {line}", file=sys.stderr)
     for path in written:
         print(path)
     print(f"exported {len(written) - 1} profiles to {args.out}/ (index: {args.out / 'README.md'})")

@@ -8,6 +8,7 @@ on a job it has never seen, as a new job would be.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 
 from adlrec.predict.features import ProbeError, ProbeFeatures, features_from_profile
 from adlrec.predict.models import make_model
+from adlrec.profile.check import profile_problem
 from adlrec.profile.library import newest_per_key
 from adlrec.schemas import ENOUGH_SHARE, Profile
 
@@ -31,6 +33,10 @@ class Curve:
     label: str  # for tables: workload and device
     features: ProbeFeatures
     throughput: tuple[float, ...]  # measured T(w) for w = 0..len-1
+
+    def __post_init__(self) -> None:  # errors are relative to T(w): a 0 would make every score NaN
+        if not all(0 < t < math.inf for t in self.throughput):
+            raise ValueError(f"curve {self.label}: throughput {self.throughput}: expected finite numbers > 0")
 
 
 @dataclass(frozen=True)
@@ -61,18 +67,26 @@ def workload_group(p: Profile) -> str:
     return f"{p.workload} {json.dumps(params, sort_keys=True)}"
 
 
-def curves_from_profiles(profiles: Iterable[Profile]) -> list[Curve]:
+def curves_from_profiles(profiles: Iterable[Profile], skipped: list[str] | None = None) -> list[Curve]:
     """One curve per distinct measurement (the newest measured wins, as in ``profiles export``),
-    skipping sweeps that do not cover 0..n workers and profiles the probe's features cannot describe."""
+    skipping profiles ``profiles import`` would refuse (a throughput of 0, logged before it was checked),
+    sweeps that do not cover 0..n workers and profiles the probe's features cannot describe; each skip
+    is appended to ``skipped`` as a reason shared by its kind, so that they can be counted."""
+    skipped = [] if skipped is None else skipped
     usable = []
     for p in profiles:
         ws = [q.workers for q in p.points]
-        if ws != list(range(len(ws))):
-            continue
-        try:
-            usable.append((p, features_from_profile(p)))
-        except ProbeError:
-            continue
+        if problem := profile_problem(p):
+            skipped.append(f"not a valid profile ({problem})")
+        elif ws != list(range(len(ws))):
+            skipped.append("with worker counts other than 0, 1, 2, ...")
+        elif not {0, 1, 2} <= set(ws):
+            skipped.append("swept to fewer than 2 workers (the model's features need 0, 1 and 2)")
+        else:
+            try:
+                usable.append((p, features_from_profile(p)))
+            except ProbeError as exc:
+                skipped.append(f"with features the model cannot use ({exc})")
     return [
         Curve(
             group=workload_group(p),

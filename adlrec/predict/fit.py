@@ -9,6 +9,7 @@ score.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,22 +30,32 @@ class FitOutcome:
     previous_champion: str | None  # version, before this fit
     champion_evaluation: Evaluation | None  # the previous champion's spec on the same curves
     promoted: bool
+    champion_broken: bool = False  # the previous champion's model could not be loaded
 
 
-def gather_curves(profiles_dir: Path | None, tracker: Any | None) -> list[Curve]:
-    """Curves from the MLflow store (newest first) and from a profiles/ folder, deduplicated."""
+def gather_curves(profiles_dir: Path | None, tracker: Any | None, skipped: list[str] | None = None) -> list[Curve]:
+    """Curves from the MLflow store (newest first) and from a profiles/ folder, deduplicated.
+
+    Why each profile or file was left out is appended to ``skipped``; without it, a file in the folder
+    that is not a profile raises ``ValueError`` naming it.
+    """
     profiles = []
     if tracker is not None:
         profiles += [r.profile for r in tracker.profiles()]
     if profiles_dir is not None and profiles_dir.is_dir():
-        profiles += load_profiles(profiles_dir)
-    return curves_from_profiles(profiles)
+        profiles += load_profiles(profiles_dir, skipped)
+    return curves_from_profiles(profiles, skipped)
 
 
 def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: Any, sources: str) -> FitOutcome:
+    """Cross-validate ``spec``, register it, and move the champion alias to it if it wins, or if the current
+    champion's model cannot be loaded (its artifacts deleted): ``adlrec predict`` would refuse to use it."""
     evaluation = cross_validate(spec, curves)
+    if not all(math.isfinite(v) for v in evaluation.metrics().values()):  # Curve refuses a 0: cannot happen
+        raise ValueError(f"cross validation of {spec} gave non-finite metrics {evaluation.metrics()}")
     champion = registry.champion()
     champion_eval = cross_validate(champion.spec, curves) if champion is not None else None
+    broken = champion is not None and not registry.loadable()
     model = make_model(spec).fit([c.features for c in curves], [c.throughput for c in curves])
     run_id, version = registry.register(
         model,
@@ -53,7 +64,7 @@ def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: An
         champion_metrics=champion_eval.metrics() if champion_eval else None,
         example=curves[0].features.to_dict() | {"workers": 1},
     )
-    promoted = champion_eval is None or evaluation.median_ape < champion_eval.median_ape
+    promoted = champion_eval is None or broken or evaluation.median_ape < champion_eval.median_ape
     if promoted:
         registry.set_champion(version)
     return FitOutcome(
@@ -63,4 +74,5 @@ def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: An
         previous_champion=champion.version if champion else None,
         champion_evaluation=champion_eval,
         promoted=promoted,
+        champion_broken=broken,
     )

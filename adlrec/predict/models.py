@@ -139,6 +139,18 @@ class LearnedModel:
     kind: str = "learned"
     estimator: Any = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        """Refuse what scikit-learn would refuse only when fitting, as one line naming the range."""
+        for name, ok, valid in (
+            ("n_estimators", self.n_estimators >= 1, "a whole number >= 1"),
+            ("max_depth", self.max_depth >= 1, "a whole number >= 1"),
+            ("learning_rate", 0 < self.learning_rate < math.inf, "a finite number > 0"),
+            ("subsample", 0 < self.subsample <= 1, "a number in (0, 1]"),
+            ("seed", 0 <= self.seed < 2**32, "a whole number in [0, 2**32 - 1]"),
+        ):
+            if not ok:
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected {valid}")
+
     def spec(self) -> dict[str, Any]:
         return {
             "kind": self.kind,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
 from adlrec.predict.evaluate import Evaluation
@@ -18,7 +19,7 @@ def evaluation_table(evals: Sequence[tuple[str, Evaluation]], title: str) -> Tab
         table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
     for name, e in evals:
         table.add_row(
-            name,
+            escape(name),
             f"{e.median_ape:.1%}",
             f"{e.p90_ape:.1%}",
             f"{e.median_max_error:.1%}",
@@ -44,7 +45,7 @@ def fit_table(outcome) -> Table:
 def prediction_table(
     workload: str, device: DeviceSpec, curve: Sequence[float], measured: Sequence[float] | None
 ) -> Table:
-    table = Table(title=f"{workload} on {device.title}: predicted throughput")
+    table = Table(title=f"{escape(workload)} on {escape(device.title)}: predicted throughput")
     table.add_column("workers", justify="right")
     table.add_column("predicted samples/s", justify="right")
     table.add_column("of max", justify="right")

@@ -2,9 +2,10 @@
 
 A file may come from another machine, another version or a hand edit.  Everything in it is checked
 before anything is stored: every field of the records it becomes has the type the record declares
-(numbers finite, but for relative standard errors, which are infinite when too few batches came to
-estimate them; ``bool`` never taken for a number), and the values a profile needs make sense, so that
-a file that passes can be keyed, logged, listed and exported without an error later.
+(numbers finite, but for relative standard errors, which are infinite, or null in strict JSON, when
+too few batches came to estimate them; ``bool`` never taken for a number, nor a string for one), and
+the values are ones a sweep produces (rates > 0, sizes >= 0, shares in [0, 1]), so that a file that
+passes can be keyed, logged, listed, exported and trained on without an error later.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def profile_problem(p: Profile) -> str:
         return f"device kind {p.device.kind!r}: expected cpu, cuda or emulate"
     if p.device.emulated != (p.device.step_ms is not None):
         return "device step_ms: expected a number of milliseconds for emulate, and none for cpu or cuda"
-    if p.device.emulated and not p.device.step_ms > 0:
-        return f"an emulated device needs step_ms > 0, got {p.device.step_ms!r}"
+    if p.device.emulated and not 0 < p.device.step_ms <= _DAY_MS:
+        return f"an emulated device needs 0 < step_ms <= {_DAY_MS} (a day), got {p.device.step_ms!r}"
     if p.batch_size < 1 or not p.budget_s > 0 or not 0 < p.rse_target < 1:
         return "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"
     if p.hardware.logical_cores < 1:
@@ -85,14 +86,51 @@ def profile_problem(p: Profile) -> str:
     workers = [q.workers for q in p.points]
     if any(w < 0 for w in workers) or len(set(workers)) != len(workers):
         return f"point workers {workers}: expected distinct whole numbers >= 0"
-    bad = [q.workers for q in p.points if q.throughput < 0]
-    if bad:
-        return f"throughput at workers={bad}: expected a finite number >= 0"
+    problem = _value_problem(p)
+    if problem:
+        return problem
     try:
         measured_at(p)
     except ValueError:
         return f"created_at {p.created_at!r}: expected an ISO 8601 time"
     return ""
+
+
+def _value_problem(p: Profile) -> str:
+    """The first value no real sweep produces: a rate of 0 or less (``decompose`` refuses one during the
+    sweep, and ``model fit`` divides by it), a negative size or time, a share outside [0, 1]."""
+    b = p.baseline
+    rules = [
+        ("baseline.ceiling", b.ceiling, _POSITIVE),
+        ("baseline.prep_rate", b.prep_rate, _POSITIVE),
+        ("baseline.ceiling_end", b.ceiling_end, _NON_NEGATIVE),
+        *((f"baseline.{k}", getattr(b, k), _NON_NEGATIVE) for k in ("fetch_cold_s", "fetch_cached_s", "fetch_bytes")),
+        ("hardware.memory_gb", p.hardware.memory_gb, _NON_NEGATIVE),
+        *((f"hardware.gpus[{i}].memory_gb", g.memory_gb, _NON_NEGATIVE) for i, g in enumerate(p.hardware.gpus)),
+    ]
+    rules += [(f"params.{k}", v, _FINITE) for k, v in p.params.items() if isinstance(v, float)]
+    for i, q in enumerate(p.points):
+        for names, rule in _POINT_RULES:
+            rules += [(f"points[{i}].{k} (workers={q.workers})", getattr(q, k), rule) for k in names]
+    for where, value, (ok, expected) in rules:
+        if value is not None and not ok(value):
+            return f"profile.{where}: expected {expected}, got {value!r}"
+    return ""
+
+
+_DAY_MS = 86_400_000  # an emulated step longer than a day is a typo, not a device
+_POSITIVE = (lambda v: v > 0, "a number > 0 (samples/s)")
+_NON_NEGATIVE = (lambda v: v >= 0, "a number >= 0")
+_SHARE = (lambda v: 0 <= v <= 1, "a share in [0, 1]")
+_FINITE = (math.isfinite, "a finite number (JSON has no NaN or Infinity)")
+_POINT_RULES = (
+    (("throughput", "prep_rate"), _POSITIVE),
+    (("stall_fraction", "prep_share", "fetch_share"), _SHARE),
+    (
+        ("batches", "seconds", "wait_fraction", "cpu_util", "worker_uss_mb", "worker_pss_mb", "main_rss_mb"),
+        _NON_NEGATIVE,
+    ),
+)
 
 
 def _type_problem(value: Any, hint: Any, where: str) -> str:
@@ -133,8 +171,13 @@ def _type_problem(value: Any, hint: Any, where: str) -> str:
 
 
 def _kind(value: Any) -> str:
+    """The value as the file wrote it, short: ``null``, ``true``, ``8.7``, ``a str '8'``, ``a list``."""
     if value is None:
         return "null"
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
         return repr(value)
+    if isinstance(value, str):
+        return f"a str {value[:40]!r}" + ("..." if len(value) > 40 else "")
     return f"a {type(value).__name__}"

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from adlrec.schemas import ENOUGH_SHARE, Profile
+from adlrec.schemas import ENOUGH_SHARE, Profile, json_text
 
 __all__ = [
     "export_profiles",
@@ -47,21 +47,32 @@ def file_name(p: Profile) -> str:
     return f"{slug}-{profile_key(p)}.json"
 
 
-def export_profiles(runs: Sequence[_Run], out: Path) -> list[Path]:
+def export_profiles(runs: Sequence[_Run], out: Path, skipped: list[str] | None = None) -> list[Path]:
     """Write the newest measurement per :func:`profile_key` and the index.
 
     Newest by the profile's own ``created_at``, not by when its run was logged: ``profiles import``
     logs curves measured elsewhere, earlier or later, in any order.  Of two measured at the same time,
-    the run first in ``runs`` (newest logged first) wins.
+    the run first in ``runs`` (newest logged first) wins.  A run whose profile could not be imported
+    (logged before the checks it fails) is not written, and neither is a file already in ``out`` that is
+    not a profile indexed: each is named in ``skipped``.
     """
+    from adlrec.profile.check import profile_problem
+
+    skipped = [] if skipped is None else skipped
+    usable = []
+    for r in runs:
+        problem = profile_problem(r.profile)
+        if problem:
+            skipped.append(f"run {r.run_id}: {problem}")
+        else:
+            usable.append(r)
     out.mkdir(parents=True, exist_ok=True)
-    newest = newest_per_key(runs, lambda r: r.profile)
     written = []
-    for r in newest.values():
+    for r in newest_per_key(usable, lambda r: r.profile).values():
         path = out / file_name(r.profile)
-        path.write_text(json.dumps(r.profile.to_dict() | {"mlflow_run_id": r.run_id}, indent=2) + "\n")
+        path.write_text(json_text(r.profile.to_dict() | {"mlflow_run_id": r.run_id}) + "\n")
         written.append(path)
-    written.append(write_index(out))
+    written.append(write_index(out, skipped))
     return written
 
 
@@ -86,16 +97,32 @@ def measured_at(p: Profile) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
-def write_index(out: Path) -> Path:
-    """(Re)write ``out/README.md`` from the profiles in ``out`` and the tables in ``out/published/``."""
+def write_index(out: Path, skipped: list[str] | None = None) -> Path:
+    """(Re)write ``out/README.md`` from the profiles in ``out`` and the tables in ``out/published/``;
+    a ``.json`` file there that is not a profile is left out of the index and named in ``skipped``."""
+    profiles = load_profiles(out, [] if skipped is None else skipped)
     index = out / "README.md"
-    index.write_text(_index(load_profiles(out)) + _published_index(sorted((out / "published").glob("*.json"))))
+    index.write_text(_index(profiles) + _published_index(sorted((out / "published").glob("*.json"))))
     return index
 
 
-def load_profiles(folder: Path) -> list[Profile]:
-    """Every profile JSON in ``folder``, sorted by file name."""
-    return [Profile.from_dict(json.loads(f.read_text())) for f in sorted(folder.glob("*.json"))]
+def load_profiles(folder: Path, skipped: list[str] | None = None) -> list[Profile]:
+    """Every profile JSON in ``folder``, sorted by file name, each checked as ``profiles import`` checks it.
+
+    A file that is not a valid profile raises ``ValueError`` naming it and what is wrong; given
+    ``skipped``, it is left out and that line appended instead.
+    """
+    from adlrec.profile.check import read_profile  # check reads this module's measured_at
+
+    profiles = []
+    for f in sorted(folder.glob("*.json")):
+        try:
+            profiles.append(read_profile(f))
+        except ValueError as exc:
+            if skipped is None:
+                raise
+            skipped.append(str(exc))
+    return profiles
 
 
 def _index(profiles: Iterable[Profile]) -> str:

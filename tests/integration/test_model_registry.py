@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
+import shutil
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from adlrec.cli import main
+from adlrec.errors import TrackingError
 from adlrec.predict.evaluate import curves_from_profiles
 from adlrec.predict.features import ProbeError
 from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import make_model
 from adlrec.profile.library import export_profiles
-from adlrec.tracking import MODEL_NAME, ModelRegistry, ProfileRun
-from tests.factories import synthetic_profiles
+from adlrec.tracking import MODEL_NAME, ModelRegistry, ProfileRun, Tracker
+from tests.factories import make_profile, synthetic_profiles
 
 SPEC = {"kind": "learned", "n_estimators": 60, "max_depth": 2, "learning_rate": 0.1, "subsample": 0.8, "seed": 0}
 
@@ -99,6 +103,12 @@ def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
 def test_model_fit_cli_errors(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'e.db'}"
     assert main(["model", "fit", "--profiles", str(tmp_path / "none"), "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"adlrec: error: --profiles {tmp_path / 'none'}: no such folder; expected a folder of exported profiles\n"
+    )
+    assert main(["model", "fit", "--profiles", str(tmp_path), "--tracking-uri", uri]) == 2
     assert "need curves of at least 2 workloads" in capsys.readouterr().err
     assert main(["model", "fit", "--hparam", "depth=3", "--tracking-uri", uri]) == 2
     assert "expected KEY=VALUE with KEY one of n_estimators" in capsys.readouterr().err
@@ -140,3 +150,85 @@ def test_predict_falls_back_to_analytic_then_uses_the_champion(tmp_path, tiny_jo
     assert data["model"] == f"{MODEL_NAME}@champion (v1)"
     assert len(data["measured"]) == 4 and all(t > 0 for t in data["measured"])
     assert 0 <= data["workers_for_95pct"] <= data["predicted_best_workers"] <= 3
+
+
+@pytest.mark.parametrize(
+    "hparam, message",
+    [
+        ("learning_rate=-1", "learning_rate=-1.0: expected a finite number > 0"),
+        ("learning_rate=nan", "learning_rate=nan: expected a finite number > 0"),
+        ("n_estimators=0", "n_estimators=0: expected a whole number >= 1"),
+        ("max_depth=0", "max_depth=0: expected a whole number >= 1"),
+        ("subsample=2", "subsample=2.0: expected a number in (0, 1]"),
+        ("seed=-5", "seed=-5: expected a whole number in [0, 2**32 - 1]"),
+    ],
+)
+def test_an_out_of_range_hparam_is_one_line_before_anything_is_trained(tmp_path, capsys, hparam, message):
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=3))], folder)
+    uri = f"sqlite:///{tmp_path / 'h.db'}"
+    assert main(["model", "fit", "--profiles", str(folder), "--tracking-uri", uri, "--hparam", hparam]) == 2
+    assert capsys.readouterr().err == f"adlrec: error: --hparam {message}\n"
+    assert ModelRegistry(uri).versions() == []
+
+
+def test_fit_skips_what_it_cannot_train_on_says_why_and_never_registers_nan(tmp_path, capsys):
+    """A zero throughput logged before import refused it made every score NaN; a sweep to 0 workers has no features."""
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    for p in synthetic_profiles(workloads=3, devices=("emulate:5",)):
+        tracker.log_profile(p)
+    zero = make_profile(workload="zero")
+    tracker.log_profile(replace(zero, points=(zero.points[0], replace(zero.points[1], throughput=0.0), zero.points[2])))
+    short = make_profile(throughputs=(10.0,), workload="short")
+    tracker.log_profile(short)
+    tracker.log_profile(replace(short, workload="short2"))
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "notes.json").write_text('{"name": "my notes"}')
+
+    assert main(["model", "fit", "--kind", "analytic", "--profiles", str(folder), "--tracking-uri", uri]) == 0
+    captured = capsys.readouterr()
+    skipped = (
+        "adlrec: skipped 4 profiles: 2 swept to fewer than 2 workers (the model's features need 0, 1 and 2); "
+        f"{folder / 'notes.json'}: not a profile: the key 'device' is missing; "
+        "not a valid profile (profile.points[1].throughput (workers=1): expected a number > 0 (samples/s), got 0.0)"
+    )
+    assert skipped in captured.err.splitlines()  # beside MLflow's own "Successfully registered" lines
+    assert "nan" not in captured.out
+    (mv,) = ModelRegistry(uri).versions()
+    metrics = ModelRegistry(uri).client.get_run(mv.run_id).data.metrics
+    assert metrics and all(math.isfinite(v) for v in metrics.values())
+
+
+def test_fit_says_why_it_found_no_curves(tmp_path, capsys):
+    folder = tmp_path / "profiles"
+    short = [make_profile(throughputs=(10.0,), workload=w) for w in ("a", "b")]
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(short)], folder)
+    uri = f"sqlite:///{tmp_path / 'n.db'}"
+    assert main(["model", "fit", "--profiles", str(folder), "--tracking-uri", uri]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 in {folder}/ and "
+        f"{uri}; skipped 2 profiles: 2 swept to fewer than 2 workers (the model's features need 0, 1 and 2)\n"
+    )
+
+
+def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replaces_it(tmp_path, tiny_job_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'b.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    fit_and_register(curves, SPEC, registry, sources="test")
+    shutil.rmtree(tmp_path / "artifacts")
+    with pytest.raises(TrackingError, match=r"adlrec-throughput v1 \(@champion\) in .* cannot be loaded"):
+        registry.load()
+    capsys.readouterr()
+
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main(["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"adlrec: error: {MODEL_NAME} v1 (@champion) in {uri} cannot be loaded: ")
+    assert err.endswith("`adlrec model fit` registers a new version and moves @champion to it\n")
+
+    again = fit_and_register(curves, SPEC, registry, sources="test")  # ties v1's score, and replaces it
+    assert again.promoted and again.champion_broken and registry.load()[1] == "2"

@@ -115,3 +115,72 @@ def test_export_keeps_the_newest_measurement_whatever_order_the_runs_were_logged
     out = tmp_path / "profiles"
     assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(out)]) == 0
     assert load_profiles(out) == [newer]
+
+
+def _strict_json(text: str):
+    """JSON as other readers parse it: Infinity and NaN are not JSON."""
+
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_import_refuses_a_wrongly_typed_field_instead_of_converting_it(tmp_path, capsys):
+    f = tmp_path / "bs_bool.json"
+    f.write_text(json.dumps(make_profile().to_dict() | {"batch_size": True}))
+    db = tmp_path / "m.db"
+    assert main(["profiles", "import", str(f), "--tracking-uri", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"adlrec: error: {f}: profile.batch_size: expected a whole number, got true; nothing was imported\n"
+    assert not db.exists()
+
+
+def test_export_into_a_folder_holding_other_json_skips_it_and_what_the_store_cannot_export(tmp_path, capsys):
+    """A notes.json in --out, and a zero-throughput run logged before import refused one: each named, no traceback."""
+    from dataclasses import replace
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    good = make_profile()
+    zero = make_profile(workload="zero")
+    zero = replace(zero, points=(zero.points[0], replace(zero.points[1], throughput=0.0), *zero.points[2:]))
+    tracker.log_profile(good)
+    zero_run = tracker.log_profile(zero)
+    out = tmp_path / "profiles"
+    out.mkdir()
+    notes = out / "notes.json"
+    notes.write_text('{"name": "my notes"}')
+
+    assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert captured.err.splitlines() == [
+        f"adlrec: warning: skipped run {zero_run}: profile.points[1].throughput (workers=1): expected a number > 0 "
+        "(samples/s), got 0.0",
+        f"adlrec: warning: skipped {notes}: not a profile: the key 'device' is missing",
+    ]
+    assert "exported 1 profiles" in captured.out
+    assert load_profiles(out, skipped=[]) == [good]
+    assert "| w-emulate5-" in (out / "README.md").read_text()
+    assert notes.read_text() == '{"name": "my notes"}'
+
+
+def test_profile_json_and_exported_files_are_strict_json_when_an_error_was_not_estimated(
+    tiny_job_path, tmp_path, capsys
+):
+    """A point measured too briefly has rse = inf: written as null, not Infinity, and read back as inf."""
+    sweep = ["--device", "emulate:2", "--budget", "0.2", "--max-workers", "0", "--param", "work=1000000"]
+    assert main(["profile", str(tiny_job_path), *sweep, "--no-log", "--json", "--data-dir", str(tmp_path / "d")]) == 0
+    measured = tmp_path / "slow.json"
+    measured.write_text(capsys.readouterr().out)
+    assert _strict_json(measured.read_text())["points"][0]["rse"] is None
+
+    store = ["--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--data-dir", str(tmp_path / "data")]
+    assert main(["profiles", "import", str(measured), *store]) == 0
+    out = tmp_path / "profiles"
+    assert main(["profiles", "export", *store, "--out", str(out)]) == 0
+    (exported,) = out.glob("*.json")
+    assert _strict_json(exported.read_text())["points"][0]["rse"] is None
+    (profile,) = load_profiles(out)
+    assert profile.points[0].rse == float("inf") and not profile.points[0].stable

@@ -43,9 +43,12 @@ def _point(**changes):
         (json.dumps({k: v for k, v in _doc().items() if k != "points"}), "the key 'points' is missing"),
         (json.dumps(_doc(points=[])), "the profile has no points"),
         (json.dumps(_doc(device={"kind": "tpu"})), "device kind 'tpu': expected cpu, cuda or emulate"),
-        (json.dumps(_doc(device={"kind": "emulate", "step_ms": 0})), "an emulated device needs step_ms > 0"),
+        (
+            json.dumps(_doc(device={"kind": "emulate", "step_ms": 0})),
+            "an emulated device needs 0 < step_ms <= 86400000",
+        ),
         (json.dumps(_doc(created_at="yesterday")), "created_at 'yesterday': expected an ISO 8601 time"),
-        (json.dumps(_doc(budget_s="long")), "not a profile: could not convert string to float"),
+        (json.dumps(_doc(budget_s="long")), "profile.budget_s: expected a finite number, got a str 'long'"),
         # wrong types that from_dict lets through, each of which broke a later step (key, log, list)
         (json.dumps(_point(throughput="12")), "profile.points[0].throughput: expected a finite number, got a str"),
         (json.dumps(_point(throughput=None)), "profile.points[0].throughput: expected a finite number, got null"),
@@ -82,7 +85,7 @@ def test_points_must_be_distinct_worker_counts_with_finite_throughput(tmp_path):
         read_profile(f)
     negative = replace(p, points=(replace(p.points[0], throughput=-1.0),))
     f.write_text(json.dumps(negative.to_dict()))
-    with pytest.raises(ValueError, match=r"throughput at workers=\[0\]: expected a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"points\[0\].throughput \(workers=0\): expected a number > 0 \(samples/s\)"):
         read_profile(f)
 
 
@@ -119,3 +122,62 @@ def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
         read_profile(f)
     with pytest.raises(ValueError, match=f"^{tmp_path}: cannot read it: Is a directory"):
         read_profile(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        # a field of another type is refused, not converted (true was stored as batch_size 1, 8.7 as 8)
+        (_doc(batch_size=True), "profile.batch_size: expected a whole number, got true"),
+        (_doc(batch_size=8.7), "profile.batch_size: expected a whole number, got 8.7"),
+        (_doc(batch_size="8"), "profile.batch_size: expected a whole number, got a str '8'"),
+        (_doc(budget_s="1.0"), "profile.budget_s: expected a finite number, got a str '1.0'"),
+        (_doc(rse_target="0.05"), "profile.rse_target: expected a finite number, got a str '0.05'"),
+        # values no sweep produces: model fit divides by a throughput, the index lists "-3 GB RAM"
+        (
+            _point(throughput=0.0),
+            "profile.points[0].throughput (workers=0): expected a number > 0 (samples/s), got 0.0",
+        ),
+        (_nested("baseline", ceiling=0.0), "profile.baseline.ceiling: expected a number > 0 (samples/s), got 0.0"),
+        (_nested("baseline", ceiling=-5.0), "profile.baseline.ceiling: expected a number > 0 (samples/s), got -5.0"),
+        (
+            _nested("baseline", prep_rate=-1.0),
+            "profile.baseline.prep_rate: expected a number > 0 (samples/s), got -1.0",
+        ),
+        (_nested("baseline", fetch_cold_s=-1e-4), "profile.baseline.fetch_cold_s: expected a number >= 0, got -0.0001"),
+        (_nested("hardware", memory_gb=-3.0), "profile.hardware.memory_gb: expected a number >= 0, got -3.0"),
+        (
+            _point(stall_fraction=7.5),
+            "profile.points[0].stall_fraction (workers=0): expected a share in [0, 1], got 7.5",
+        ),
+        (_point(prep_share=-0.1), "profile.points[0].prep_share (workers=0): expected a share in [0, 1], got -0.1"),
+        (
+            _doc(params={"batch_size": 8, "lr": float("nan")}),
+            "profile.params.lr: expected a finite number (JSON has no NaN or Infinity), got nan",
+        ),
+        (_point(worker_uss_mb=-1.0), "profile.points[0].worker_uss_mb (workers=0): expected a number >= 0, got -1.0"),
+        (
+            _doc(device={"kind": "emulate", "step_ms": 1e300}),
+            "an emulated device needs 0 < step_ms <= 86400000 (a day), got 1e+300",
+        ),
+    ],
+)
+def test_a_wrong_type_or_an_impossible_value_is_refused_naming_the_field_and_value(tmp_path, doc, message):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as info:
+        read_profile(f)
+    assert str(info.value) == f"{f}: {message}"
+
+
+def test_an_error_written_as_null_reads_back_as_not_estimated(tmp_path):
+    """Strict JSON has no Infinity: an rse that could not be estimated is written as null (json_text)."""
+    from adlrec.schemas import json_text
+
+    p = make_profile()
+    b = replace(p.baseline, ceiling_rse=float("inf"), ceiling_end=24.0, ceiling_end_rse=float("inf"))
+    p = replace(p, baseline=b, points=(replace(p.points[0], rse=float("inf"), stable=False), *p.points[1:]))
+    f = tmp_path / "p.json"
+    f.write_text(json_text(p.to_dict()))
+    assert "Infinity" not in f.read_text() and json.loads(f.read_text())["points"][0]["rse"] is None
+    assert read_profile(f) == p

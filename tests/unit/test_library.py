@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from adlrec.profile.library import measured_at, newest_per_key
 from tests.factories import make_profile
 
@@ -28,3 +30,18 @@ def test_a_time_in_z_form_is_the_same_utc_time():
     a = replace(make_profile(), created_at="2026-12-04T16:46:45Z")
     b = replace(make_profile(), created_at="2026-12-04T16:46:45+00:00")
     assert measured_at(a) == measured_at(b)
+
+
+def test_a_json_file_that_is_not_a_profile_is_named_or_skipped(tmp_path):
+    import json
+
+    from adlrec.profile.library import load_profiles
+
+    p = make_profile()
+    (tmp_path / "a.json").write_text(json.dumps(p.to_dict()))
+    (tmp_path / "notes.json").write_text('{"name": "my notes"}')
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'notes.json'}: not a profile: the key 'device' is missing$"):
+        load_profiles(tmp_path)
+    skipped: list[str] = []
+    assert load_profiles(tmp_path, skipped) == [p]
+    assert skipped == [f"{tmp_path / 'notes.json'}: not a profile: the key 'device' is missing"]

@@ -39,3 +39,14 @@ def test_enough_share_is_the_precision_points_are_measured_to():
     from adlrec.schemas import ENOUGH_SHARE
 
     assert ENOUGH_SHARE == 1 - Settings().rse_target
+
+
+def test_json_text_is_strict_json_with_null_for_a_non_finite_number():
+    import json
+
+    from adlrec.schemas import json_text
+
+    doc = {"rse": float("inf"), "x": [float("nan"), 1.5, {"y": float("-inf")}], "ok": True, "n": None}
+    text = json_text(doc)
+    assert "Infinity" not in text and "NaN" not in text
+    assert json.loads(text) == {"rse": None, "x": [None, 1.5, {"y": None}], "ok": True, "n": None}

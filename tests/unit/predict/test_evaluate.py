@@ -58,3 +58,21 @@ def test_curves_keep_the_newest_measurement_of_each_profile_as_the_export_does()
     for order in ([older, newer], [newer, older]):
         (curve,) = curves_from_profiles(order)
         assert curve.throughput == tuple(q.throughput for q in newer.points)
+
+
+def test_skipped_profiles_say_why_and_a_zero_throughput_never_reaches_the_scores():
+    from dataclasses import replace
+
+    good = make_profile()
+    zero = make_profile(workload="zero")
+    zero = replace(zero, points=(zero.points[0], replace(zero.points[1], throughput=0.0), zero.points[2]))
+    short = make_profile(throughputs=(5.0,), workload="short")
+    skipped: list[str] = []
+    (curve,) = curves_from_profiles([good, zero, short], skipped)
+    assert curve.label == "w emulate:5"
+    assert skipped == [
+        "not a valid profile (profile.points[1].throughput (workers=1): expected a number > 0 (samples/s), got 0.0)",
+        "swept to fewer than 2 workers (the model's features need 0, 1 and 2)",
+    ]
+    with pytest.raises(ValueError, match=r"curve w emulate:5: throughput \(1.0, 0.0\): expected finite numbers > 0"):
+        replace(curve, throughput=(1.0, 0.0))
