@@ -162,7 +162,9 @@ def test_nodes_show_the_plan_its_reasons_and_follow_changes(service, browser):
     browser.get(f"{srv.url}/ui/?refresh=1#job/bert")  # an ended job keeps its page
     wait_for(browser, lambda d: "finished" in (text(d, "#job-detail .meta") or ""), "the finished job's page")
     assert "in no plan" in text(browser, "#job-detail .meta") and "plan:" not in text(browser, "#job-detail .meta")
-    assert text(browser, "#job .why") == "in no plan: the job has finished" and not texts(browser, "#job .assigned-label")
+    assert text(browser, "#job .why") == "in no plan: the job has finished" and not texts(
+        browser, "#job .assigned-label"
+    )
     wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 2, "both plans in the history")
     assert texts(browser, "#history-table tr[data-plan]", "data-plan") == [str(second["plan_id"]), str(plan["plan_id"])]
     columns = texts(browser, "#history-chart svg rect")

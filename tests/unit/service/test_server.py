@@ -24,7 +24,9 @@ def test_without_a_token_only_loopback_may_be_bound(tmp_path):
     assert "bearer token" in check_bind(load_settings(data_dir=tmp_path, service_host="0.0.0.0", service_token="t"))
 
 
-def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_part_of_it(tmp_path, monkeypatch, capsys):
+def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_part_of_it(
+    tmp_path, monkeypatch, capsys
+):
     from adlrec.cli import main
     from adlrec.service.deps import token_ok
 
