@@ -222,7 +222,17 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     if args.profiles_command == "import":
         profiles = _read_profiles(args.files)  # before the store is opened: a bad file leaves no trace
         return _import(profiles, *tracker_from(args))
-    settings, tracker = tracker_from(args)
+    settings = settings_from(args)
+    if not settings.tracking_uri and not (settings.data_dir / "mlflow.db").exists():
+        # reading must not create an empty store: a mistyped --data-dir would look like one without profiles
+        missing = (
+            f"no store at {settings.data_dir / 'mlflow.db'}: nothing was profiled with --data-dir {settings.data_dir}"
+        )
+        if args.profiles_command == "list":
+            print(missing)
+            return 0
+        raise UsageError(f"no complete profiles to export: {missing}")
+    tracker = open_tracker(settings)
     runs = tracker.profiles()
     if args.profiles_command == "list":
         if not runs:

@@ -184,3 +184,16 @@ def test_profile_json_and_exported_files_are_strict_json_when_an_error_was_not_e
     assert _strict_json(exported.read_text())["points"][0]["rse"] is None
     (profile,) = load_profiles(out)
     assert profile.points[0].rse == float("inf") and not profile.points[0].stable
+
+
+def test_reading_a_data_dir_with_no_store_says_so_and_creates_none(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    typo = tmp_path / "adlrc"  # a mistyped --data-dir: it was an empty new store, "no complete profiles"
+    assert main(["profiles", "list", "--data-dir", str(typo)]) == 0
+    assert (
+        capsys.readouterr().out.strip()
+        == f"no store at {typo / 'mlflow.db'}: nothing was profiled with --data-dir {typo}"
+    )
+    assert main(["profiles", "export", "--data-dir", str(typo), "--out", str(tmp_path / "p")]) == 2
+    assert "no complete profiles to export: no store at" in capsys.readouterr().err
+    assert not typo.exists() and not (tmp_path / "p").exists()
