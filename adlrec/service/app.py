@@ -16,8 +16,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from adlrec import __version__
 from adlrec.config import Settings
@@ -172,6 +174,9 @@ def _body_message(request: Request, err: dict[str, Any]) -> str:
     return "expected a JSON object" + (", got nothing" if err.get("type") == "missing" else "")
 
 
+_UNPARSED = "There was an error parsing the body"  # fastapi/routing.py's detail
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -187,6 +192,23 @@ def _add_error_handlers(app: FastAPI) -> None:
         ]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
         return JSONResponse(status_code=422, content={"detail": f"invalid request: {detail}", "errors": errors})
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Any:
+        # FastAPI's answer to a body json cannot read for another reason than bad syntax (nested
+        # thousands deep: a RecursionError): said in this service's form, and after the token
+        if exc.status_code == 400 and exc.detail == _UNPARSED:
+            if write_refused(request, request.app.state.parts):
+                return JSONResponse(status_code=401, content={"detail": UNAUTHORIZED}, headers=UNAUTHORIZED_HEADERS)
+            message = "could not be read as JSON (nested too deeply?); expected a JSON object of the fields"
+            return JSONResponse(
+                status_code=400,
+                content={
+                    "detail": f"invalid request: body: {message}",
+                    "errors": [{"field": "body", "message": message}],
+                },
+            )
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(ClientError)
     async def _client(request: Request, exc: ClientError) -> JSONResponse:

@@ -82,8 +82,8 @@ class HeartbeatFastPath:
             return None
         try:
             hb = Heartbeat.model_validate(json.loads(body))  # as FastAPI does: parse, then validate
-        except (ValueError, ValidationError):  # ValidationError is a ValueError; named for the reader
-            return None
+        except (ValueError, ValidationError, RecursionError):  # ValidationError is a ValueError; named for the
+            return None  # reader; RecursionError: JSON nested thousands deep (the app says what is wrong)
         try:
             return beat(self.parts, job_id, hb)
         except ClientError:

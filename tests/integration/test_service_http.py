@@ -211,6 +211,13 @@ def test_other_client_mistakes_are_4xx_never_500(service):
         http.post("/jobs", content=b"{not json", headers=AUTH | {"content-type": "application/json"}).json()["detail"]
         == "invalid request: body: not valid JSON"
     )
+    deep = b"[" * 5000 + b"]" * 5000  # json's recursion limit: FastAPI's bare "error parsing the body"
+    for path in ("/jobs", "/jobs/ghost/heartbeat"):
+        r = http.post(path, content=deep, headers=AUTH | {"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["detail"].startswith(
+            "invalid request: body: could not be read as JSON"
+        )
+        assert http.post(path, content=deep, headers={"content-type": "application/json"}).status_code == 401
     r = http.post("/jobs/ghost/heartbeat", json={}, headers=AUTH)
     assert r.status_code == 404 and "register it first" in r.json()["detail"]
     r = http.post("/jobs/ghost/heartbeat", json={"throughput": 5.0}, headers=AUTH)
