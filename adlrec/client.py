@@ -54,6 +54,7 @@ class ServiceClient:
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        token = (token or "").strip()  # a token file's newline is not part of it (nor of the service's)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=url.rstrip("/"),

@@ -90,14 +90,12 @@ class Settings(BaseSettings):
     @field_validator("service_token")
     @classmethod
     def _token(cls, v: SecretStr | None) -> SecretStr | None:
-        """A token read from a file keeps its newline, and one from a failed ``$(...)`` is empty: the
-        first would refuse every write, the second would let through any ``Authorization: Bearer``."""
+        """A token read from a file keeps its newline: not part of the token. An empty one (a failed
+        ``$(...)``) is kept as empty, not unset: `adlrec serve` refuses it (see `check_bind`), while
+        commands that never use the token are not stopped by it."""
         if v is None:
             return None
-        token = v.get_secret_value().strip()
-        if not token:
-            raise ValueError("the token is empty; give a non-empty token, or leave it unset to bind loopback only")
-        return SecretStr(token)
+        return SecretStr(v.get_secret_value().strip())
 
     @property
     def resolved_tracking_uri(self) -> str:

@@ -67,6 +67,8 @@ def token_ok(settings: Settings, authorization: str) -> bool:
     token = settings.service_token
     if token is None:
         return True
+    if not token.get_secret_value():  # refused at start (check_bind); never "any Bearer" here either
+        return False
     scheme, _, given = authorization.partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode())
 

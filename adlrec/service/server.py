@@ -36,6 +36,12 @@ def is_loopback(host: str) -> bool:
 def check_bind(settings: Settings) -> str:
     """The line to log at start; raises UsageError for open writes on a non-loopback interface."""
     host = settings.service_host
+    if settings.service_token is not None and not settings.service_token.get_secret_value():
+        # `ADLREC_SERVICE_TOKEN=$(cat missing-file)`: serving would let through any `Authorization: Bearer`.
+        raise UsageError(
+            "the service token is empty (ADLREC_SERVICE_TOKEN or --token); "
+            "give a non-empty token, or unset it to bind loopback only"
+        )
     if settings.service_token is not None:
         return f"writes need the bearer token; listening on {host}:{settings.service_port}"
     if not is_loopback(host):

@@ -21,7 +21,8 @@ def recompute(url: str) -> list[dict]:
 
 def test_each_plan_is_new_exactly_once(tmp_path):
     settings = service_settings(tmp_path)
-    with LiveServer(create_app(settings)) as srv, ServiceClient(srv.url, token="s3cret") as client:
+    # read from a token file: its newline is not part of the token, on either side
+    with LiveServer(create_app(settings)) as srv, ServiceClient(srv.url, token="s3cret\n") as client:
         assert client.register(node="c1", curve=STEEP, job_id="c1-a") == "c1-a"
         before = client.heartbeat(throughput=50.0, workers=1)
         assert before.plan_id is None and not before.new and before.workers == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from adlrec.config import load_settings
@@ -31,12 +33,21 @@ def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_p
     from adlrec.service.deps import token_ok
 
     monkeypatch.setenv("ADLREC_SERVICE_TOKEN", "")  # what `$(cat missing-file)` gives: not "any Bearer"
-    # (a bad policy too, so that a regression exits at once rather than serving)
-    assert main(["serve", "--host", "0.0.0.0", "--policy", "random", "--data-dir", str(tmp_path)]) == 2
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with pytest.raises(UsageError, match=r"the service token is empty \(ADLREC_SERVICE_TOKEN or --token\)"):
+            check_bind(load_settings(data_dir=tmp_path, service_host=host))
+    # the user's command line: one line, exit 2 (its port taken, so that a regression exits rather than serving)
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert main(["serve", "--host", "0.0.0.0", "--port", port, "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "setting service_token: the token is empty; give a non-empty token" in err and "Value error" not in err
-    with pytest.raises(ValueError, match="the token is empty"):
-        load_settings(service_token=" \n")
+    assert err.count("\n") == 1 and "the service token is empty" in err and "Traceback" not in err
+    # commands that never use the token are not stopped by an empty one
+    assert main(["profiles", "list", "--data-dir", str(tmp_path)]) == 0
+    blank = load_settings(service_token=" \n")
+    assert not token_ok(blank, "Bearer") and not token_ok(blank, "Bearer ") and not token_ok(blank, "")
     s = load_settings(service_token="s3cret\n")  # read from a file that ends with a newline
     assert token_ok(s, "Bearer s3cret") and not token_ok(s, "Bearer") and not token_ok(s, "Bearer s3cre")
 
