@@ -43,13 +43,13 @@ _REQUIRED_CALLABLES = ("build_dataset", "build_model", "loss_fn")
 _OPTIONAL_CALLABLES = ("build_optimizer", "collate_fn", "raw_files")
 
 # MLflow's rule for a param, from mlflow/utils/validation.py (validate_param_and_metric_name,
-# path_not_unique, MAX_ENTITY_KEY_LENGTH, MAX_PARAM_VAL_LENGTH).  adlrec/tracking.py logs each PARAMS
-# entry as "param.<key>" = str(value); a key MLflow refuses would fail only after the whole sweep.
+# path_not_unique, MAX_ENTITY_KEY_LENGTH).  adlrec/tracking.py logs each PARAMS entry as
+# "param.<key>" = str(value); a key MLflow refuses would fail only after the whole sweep.  A value
+# longer than MLflow keeps is logged cut, with a warning (profile.json keeps it whole).
 PARAM_PREFIX = "param."
 _MLFLOW_NAME = re.compile(r"^[/\w.\- ]*$" if os.name == "nt" else r"^[/\w.\- :]*$")
 _MLFLOW_NAME_CHARS = "letters, digits, spaces and _ - . /" + ("" if os.name == "nt" else " :")
 _MLFLOW_KEY_MAX = 250
-_MLFLOW_VALUE_MAX = 6000
 
 
 @dataclass(frozen=True)
@@ -218,8 +218,8 @@ def load_job(
             known = ", ".join(sorted(params))
             raise JobContractError(f"{path.name}: unknown parameter {key!r} (PARAMS has: {known})")
         params[key] = _convert(path.name, key, raw, params[key])
-    for key, value in params.items():
-        _check_loggable(path.name, str(key), value)
+    for key in params:
+        _check_loggable(path.name, str(key))
     batch = params.get("batch_size")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
         raise JobContractError(f"{path.name}: PARAMS['batch_size'] must be a positive int, got {batch!r}")
@@ -280,8 +280,8 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
-def _check_loggable(file: str, key: str, value: Any) -> None:
-    """Refuse a parameter MLflow would refuse to log (see ``_MLFLOW_NAME``), naming it and the rule."""
+def _check_loggable(file: str, key: str) -> None:
+    """Refuse a parameter name MLflow would refuse to log (see ``_MLFLOW_NAME``), naming it and the rule."""
     name = PARAM_PREFIX + key
     if not _MLFLOW_NAME.match(name):
         raise JobContractError(
@@ -296,11 +296,6 @@ def _check_loggable(file: str, key: str, value: Any) -> None:
         raise JobContractError(
             f"{file}: PARAMS key {key[:40]!r}... is {len(key)} characters; MLflow allows at most "
             f"{_MLFLOW_KEY_MAX - len(PARAM_PREFIX)}"
-        )
-    if len(str(value)) > _MLFLOW_VALUE_MAX:
-        raise JobContractError(
-            f"{file}: parameter {key} is {len(str(value))} characters long as text; MLflow logs at most "
-            f"{_MLFLOW_VALUE_MAX}: keep large data out of PARAMS (a file path, a size)"
         )
 
 

@@ -58,6 +58,7 @@ _POINT_METRICS = (
     "worker_pss_mb",
     "main_rss_mb",
 )
+_PARAM_MAX = 6000  # MLflow's longest param value (MAX_PARAM_VAL_LENGTH)
 
 
 def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
@@ -199,7 +200,7 @@ class Tracker:
                 self.client.log_batch(
                     run_id,
                     metrics=metrics[i : i + 900],
-                    params=[Param(k, str(v)[:6000]) for k, v in params.items()] if i == 0 else [],
+                    params=_params(params) if i == 0 else [],
                 )
             with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
                 d = Path(tmp)
@@ -406,7 +407,7 @@ class ModelRegistry:
             self.client.log_batch(
                 run_id,
                 metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-                params=[Param(k, str(v)[:6000]) for k, v in all_params.items()],
+                params=_params(all_params),
                 tags=[RunTag("adlrec.kind", "model-fit"), RunTag(SPEC_TAG, json.dumps(spec, sort_keys=True))],
             )
             with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
@@ -540,7 +541,7 @@ def log_simulation(
             client.log_batch(
                 run_id,
                 metrics=metrics[i : i + 900],
-                params=[Param(k, str(v)[:6000]) for k, v in params.items()] if i == 0 else [],
+                params=_params(params) if i == 0 else [],
             )
         with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
             path = Path(tmp) / SIMULATION_ARTIFACT
@@ -628,6 +629,20 @@ class LiveRuns:
         if run_id is not None:
             self.client.set_terminated(run_id, "FINISHED" if status == "finished" else "KILLED")
             self._runs.pop(job_id, None)
+
+
+def _params(params: dict[str, Any]) -> list[Param]:
+    """``params`` as MLflow params, a value too long for MLflow cut to its first 6000 characters with a
+    warning: a long value (a list of augmentations, notes) is the user's to have, and the run's
+    profile.json keeps it whole."""
+    out = []
+    for key, value in params.items():
+        text = str(value)
+        if len(text) > _PARAM_MAX:
+            log.warning("parameter %s is %d characters as text; MLflow keeps its first %d", key, len(text), _PARAM_MAX)
+            text = text[:_PARAM_MAX]
+        out.append(Param(key, text))
+    return out
 
 
 __all__ += ["LiveRuns", "LiveSample"]

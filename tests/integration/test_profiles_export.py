@@ -197,3 +197,14 @@ def test_reading_a_data_dir_with_no_store_says_so_and_creates_none(tmp_path, cap
     assert main(["profiles", "export", "--data-dir", str(typo), "--out", str(tmp_path / "p")]) == 2
     assert "no complete profiles to export: no store at" in capsys.readouterr().err
     assert not typo.exists() and not (tmp_path / "p").exists()
+
+
+def test_a_parameter_longer_than_mlflow_keeps_is_logged_cut_with_a_warning_and_kept_whole(tmp_path, caplog):
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    notes = "n" * 7000
+    with caplog.at_level("WARNING", logger="adlrec.tracking"):
+        run_id = tracker.log_profile(make_profile(params={"batch_size": 4, "notes": notes}))
+    assert "parameter param.notes is 7000 characters as text; MLflow keeps its first 6000" in caplog.text
+    assert tracker.client.get_run(run_id).data.params["param.notes"] == "n" * 6000
+    (run,) = tracker.profiles()
+    assert run.profile.params["notes"] == notes  # profile.json keeps it whole
