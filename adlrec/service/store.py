@@ -217,8 +217,10 @@ class JobStore:
         """Bring a store written by an older adlrec to the current tables, keeping every row.
 
         One change so far: ``adlrec_points.data_wait`` was NOT NULL, so a heartbeat without a share
-        was stored as 0.  SQLite cannot drop a constraint in place: the table is rebuilt in one
-        transaction (its DDL is transactional), as SQLite's documentation prescribes."""
+        was stored as 0.  SQLite cannot drop a constraint in place: the table is rebuilt as SQLite's
+        documentation prescribes.  pysqlite runs the scratch table's CREATE outside the transaction,
+        so a left-over one (a migration killed before its commit) is dropped first; the copy, the
+        drop and the rename commit together, so the old table stays whole until the new one replaces it."""
         wait = next(c for c in inspect(self.engine).get_columns(points_t.name) if c["name"] == "data_wait")
         if wait["nullable"]:
             return
@@ -228,6 +230,7 @@ class JobStore:
                 for t in (nodes_t, jobs_t):
                     t.to_metadata(scratch)
                 new = points_t.to_metadata(scratch, name=f"{points_t.name}_new")
+                c.exec_driver_sql(f"DROP TABLE IF EXISTS {new.name}")
                 new.create(c)
                 cols = ", ".join(col.name for col in points_t.columns)
                 c.exec_driver_sql(f"INSERT INTO {new.name} ({cols}) SELECT {cols} FROM {points_t.name}")

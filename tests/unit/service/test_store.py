@@ -172,6 +172,9 @@ def test_an_older_store_opens_with_every_point_and_then_keeps_an_unknown_wait(ma
         store.write_beats([], [("a", MeasuredPoint(2, 70.0, 1, None))])
     store.close()
 
+    if store._sqlite:  # a migration killed before its commit leaves its scratch table: redone
+        with store.engine.begin() as c:
+            c.exec_driver_sql("CREATE TABLE adlrec_points_new (job_id TEXT, workers INTEGER)")
     again = make_store(clock)
     assert again.points("a") == [MeasuredPoint(1, 77.0, 1, 0.1)]
     beat(again, "a", 90.0, 2, None)  # a heartbeat that did not say its share
