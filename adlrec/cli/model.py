@@ -166,7 +166,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if outcome.promoted:
         before = f" (was v{outcome.previous_champion})" if outcome.previous_champion else ""
         if outcome.champion_broken:
-            before = f" (was v{outcome.previous_champion}, whose model can no longer be loaded)"
+            before = f" (was v{outcome.previous_champion}, {outcome.champion_broken})"
         console.print(f"registered {MODEL_NAME} v{outcome.version} and moved @champion to it{before}", markup=False)
     else:
         console.print(

@@ -9,6 +9,7 @@ score.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ class FitOutcome:
     previous_champion: str | None  # version, before this fit
     champion_evaluation: Evaluation | None  # the previous champion's spec on the same curves
     promoted: bool
-    champion_broken: bool = False  # the previous champion's model could not be loaded
+    champion_broken: str | None = None  # why the previous champion could not be used, if it could not
 
 
 def gather_curves(profiles_dir: Path | None, tracker: Any | None, skipped: list[str] | None = None) -> list[Curve]:
@@ -49,13 +50,20 @@ def gather_curves(profiles_dir: Path | None, tracker: Any | None, skipped: list[
 
 def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: Any, sources: str) -> FitOutcome:
     """Cross-validate ``spec``, register it, and move the champion alias to it if it wins, or if the current
-    champion's model cannot be loaded (its artifacts deleted): ``adlrec predict`` would refuse to use it."""
+    champion cannot be used: its model cannot be loaded (its artifacts deleted), so ``adlrec predict``
+    would refuse it, or its spec is one this adlrec cannot train (an older kind or hyperparameter)."""
     evaluation = cross_validate(spec, curves)
     if not all(math.isfinite(v) for v in evaluation.metrics().values()):  # Curve refuses a 0: cannot happen
         raise ValueError(f"cross validation of {spec} gave non-finite metrics {evaluation.metrics()}")
     champion = registry.champion()
-    champion_eval = cross_validate(champion.spec, curves) if champion is not None else None
-    broken = champion is not None and not registry.loadable()
+    champion_eval, broken = None, None
+    if champion is not None:
+        try:
+            champion_eval = cross_validate(champion.spec, curves)
+        except ValueError as exc:
+            broken = f"whose spec {json.dumps(champion.spec, sort_keys=True)} this adlrec cannot train: {exc}"
+        if broken is None and not registry.loadable():
+            broken = "whose model can no longer be loaded"
     model = make_model(spec).fit([c.features for c in curves], [c.throughput for c in curves])
     run_id, version = registry.register(
         model,
@@ -64,7 +72,7 @@ def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: An
         champion_metrics=champion_eval.metrics() if champion_eval else None,
         example=curves[0].features.to_dict() | {"workers": 1},
     )
-    promoted = champion_eval is None or broken or evaluation.median_ape < champion_eval.median_ape
+    promoted = champion_eval is None or broken is not None or evaluation.median_ape < champion_eval.median_ape
     if promoted:
         registry.set_champion(version)
     return FitOutcome(

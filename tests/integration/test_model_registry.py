@@ -18,7 +18,7 @@ from adlrec.predict.features import ProbeError
 from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import make_model
 from adlrec.profile.library import export_profiles
-from adlrec.tracking import MODEL_NAME, ModelRegistry, ProfileRun, Tracker
+from adlrec.tracking import MODEL_NAME, SPEC_TAG, ModelRegistry, ProfileRun, Tracker
 from tests.factories import make_profile, synthetic_profiles
 
 SPEC = {"kind": "learned", "n_estimators": 60, "max_depth": 2, "learning_rate": 0.1, "subsample": 0.8, "seed": 0}
@@ -231,4 +231,19 @@ def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replac
     assert err.endswith("`adlrec model fit` registers a new version and moves @champion to it\n")
 
     again = fit_and_register(curves, SPEC, registry, sources="test")  # ties v1's score, and replaces it
-    assert again.promoted and again.champion_broken and registry.load()[1] == "2"
+    assert again.promoted and again.champion_broken == "whose model can no longer be loaded"
+    assert registry.load()[1] == "2"
+
+
+def test_a_champion_whose_spec_this_adlrec_cannot_train_is_replaced_and_named(tmp_path):
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    fit_and_register(curves, SPEC, registry, sources="test")
+    # as an adlrec of another version registered it: a kind this one does not have
+    registry.client.set_model_version_tag(MODEL_NAME, "1", SPEC_TAG, json.dumps({"kind": "ancient", "depth": 3}))
+    again = fit_and_register(curves, SPEC, registry, sources="test")
+    assert again.promoted and again.previous_champion == "1" and again.champion_evaluation is None
+    assert again.champion_broken.startswith('whose spec {"depth": 3, "kind": "ancient"} this adlrec cannot train: ')
+    assert "unknown model kind 'ancient'" in again.champion_broken
+    assert registry.champion().version == "2"
