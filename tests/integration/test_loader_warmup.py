@@ -474,9 +474,15 @@ def test_pools_starting_at_once_fork_one_at_a_time_so_no_worker_holds_anothers_s
             loader.resize(3)
             next(it)
             loader.resize(6)  # the pool of 2 still starts: a second pool of 3 starts beside it
-            while loader.serving_workers != 6:
+
+            def forked():
+                return [w for p in loader._pools.live if p.it is not None and p.workers for w in p.it._workers]
+
+            # forks are paced, one per batch the loop takes: on a loaded machine the schedule reaches its
+            # stretch of 6 before the last worker is forked (the loop then waits for its batches)
+            while loader.serving_workers != 6 or len(forked()) < 6:
                 next(it)
-            workers = [w for p in loader._pools.live if p.it is not None and p.workers for w in p.it._workers]
+            workers = forked()
             assert len(workers) == 6
             assert sentinel_holders(workers) == {w.pid: set() for w in workers}
 
