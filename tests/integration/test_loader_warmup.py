@@ -475,7 +475,7 @@ def test_pools_starting_at_once_fork_one_at_a_time_so_no_worker_holds_anothers_s
             next(it)
             loader.resize(6)  # the pool of 2 still starts: a second pool of 3 starts beside it
 
-            def forked():
+            def forked(loader=loader):
                 return [w for p in loader._pools.live if p.it is not None and p.workers for w in p.it._workers]
 
             # forks are paced, one per batch the loop takes: on a loaded machine the schedule reaches its
