@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch.utils.data import DataLoader, Sampler
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from adlrec.loader.pacing import ForkPacer
 from adlrec.loader.schedule import Schedule
@@ -28,6 +30,20 @@ class InnerLoader(DataLoader):
 
     def check_worker_number_rationality(self) -> None:
         return None
+
+    def _get_iterator(self) -> Any:
+        return PoolIterator(self) if self.num_workers > 0 else super()._get_iterator()
+
+
+class PoolIterator(_MultiProcessingDataLoaderIter):
+    """Torch's worker iterator, safe to collect after a start that failed (out of files or processes).
+
+    Torch sets ``_shutdown`` part-way through ``__init__``; a start failing before that left an object
+    whose ``__del__`` raised ``AttributeError`` to stderr.  Until ``__init__`` sets it there is nothing
+    to shut down, which the class default says.
+    """
+
+    _shutdown = True
 
 
 class BatchRange(Sampler[list[int]]):
@@ -121,8 +137,13 @@ class Pool:
         if not background:
             self._start()
             return
-        self.starter = threading.Thread(target=self._start, name="adlrec-loader-start", daemon=True)
-        self.starter.start()
+        starter = threading.Thread(target=self._start, name="adlrec-loader-start", daemon=True)
+        try:
+            starter.start()
+        except RuntimeError as exc:  # "can't start new thread": out of processes, as a fork would be
+            self.start_error = OSError(errno.EAGAIN, f"cannot start the pool's starting thread: {exc}")
+            return
+        self.starter = starter
 
     def _start(self) -> None:
         t = time.perf_counter()

@@ -12,12 +12,14 @@ depends on worker counts.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import multiprocessing
 import numbers
 import os
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from multiprocessing.context import BaseContext
@@ -45,7 +47,13 @@ __all__ = [
     "warmup_leads",
 ]
 
+log = logging.getLogger("adlrec.loader")
+
 STATE_VERSION = 1
+# What starting a pool can fail with when the system is short of something (processes or threads: fork's
+# EAGAIN; open files: EMFILE; memory: ENOMEM): the loader then goes on with the workers it has.  Any other
+# error (a dataset that does not pickle under spawn) is the user's to see.
+START_ERRORS = (OSError, MemoryError)
 MAX_POOLS = 8  # pools woven at once; a resize that would need more replaces them with one
 SPLIT_POOLS = 4  # at most this many of them at an epoch's start (split_workers)
 # What a fork costs per GB of the forking process's resident memory, on top of a small process's:
@@ -65,6 +73,45 @@ def whole(name: str, value: Any, minimum: int = 0) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_flag(name: str, value: Any, none_ok: bool = False) -> None:
+    """An error naming ``name`` unless ``value`` is a bool (or ``None`` where allowed): ``"no"`` is not False."""
+    if isinstance(value, bool) or (none_ok and value is None):
+        return
+    expected = "True, False or None" if none_ok else "True or False"
+    raise TypeError(f"{name} must be {expected}, got {value!r}")
+
+
+def check_function(name: str, value: Any) -> None:
+    """An error naming ``name`` unless ``value`` is callable or ``None``."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be a function or None, got {value!r}")
+
+
+def check_context(value: Any) -> BaseContext | None:
+    """A multiprocessing context from its start method's name (or a context); else an error naming the argument."""
+    if value is None or isinstance(value, BaseContext):
+        return value
+    methods = multiprocessing.get_all_start_methods()
+    if isinstance(value, str) and value in methods:
+        return multiprocessing.get_context(value)
+    raise ValueError(f"multiprocessing_context must be one of {', '.join(methods)} (or a context), got {value!r}")
+
+
+def check_sampler(sampler: Any) -> Iterable[int] | None:
+    """A sampler the loader can split and resume: iterable, and sized (an epoch's batch count must be known
+    before it starts, for ``len()`` and to check a saved state)."""
+    if sampler is None:
+        return None
+    if isinstance(sampler, (str, bytes)) or not isinstance(sampler, Iterable):
+        raise TypeError(f"sampler must be an iterable of dataset indices (e.g. a DistributedSampler), got {sampler!r}")
+    if not hasattr(sampler, "__len__"):
+        raise TypeError(
+            f"sampler must have a length (len(sampler): the indices of an epoch), as {type(sampler).__name__} "
+            "does not; ResizableLoader needs an epoch's batch count before it starts"
+        )
+    return sampler
 
 
 def check_cores(cores: Any) -> tuple[int, ...] | None:
@@ -166,17 +213,35 @@ def kept_pools(now: Stretch, workers: int, done: Collection[int] = ()) -> tuple[
 
 
 class EpochIterator:
-    """What ``iter(loader)`` returns: the live epoch's batches, until it ends or a newer ``iter()`` begins."""
+    """What ``iter(loader)`` returns: the live epoch's batches, until it ends or a newer ``iter()`` begins.
+
+    A loader serves one epoch at a time: once a newer ``iter()`` has begun, taking a batch from an older
+    iterator that had not reached its epoch's end is an error, not a silently shorter epoch.
+    """
 
     def __init__(self, loader: ResizableLoader, generation: int) -> None:
         self.loader = loader
         self.generation = generation
+        self.taken = 0  # batches this iterator handed out
+        self.ended = False  # it reached its epoch's end (or its loader was closed or loaded a state)
 
     def __iter__(self) -> EpochIterator:
         return self
 
     def __next__(self) -> Any:
-        return self.loader._next(self.generation)
+        if self.generation != self.loader._generation and not self.ended:
+            raise RuntimeError(
+                f"ResizableLoader: this iterator's epoch was replaced by a newer iter() of the same loader after "
+                f"{self.taken} of its {len(self.loader)} batches; a ResizableLoader serves one epoch at a time "
+                "(finish or leave one loop over it before starting another)"
+            )
+        try:
+            batch = self.loader._next(self.generation)
+        except StopIteration:
+            self.ended = True
+            raise
+        self.taken += 1
+        return batch
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -192,6 +257,9 @@ class _Pools:
         self.reapers: list[threading.Thread] = []  # shutting down drained pools off the loop's path
         self.ids = itertools.count()
         self.zygote: Zygote | None = None  # forks the workers of resizes (docs/loader.md), once one needed it
+        self.stand_ins: set[int] = (
+            set()
+        )  # in-process pools serving the live epoch's share of pools that could not start
 
     def by_id(self, pool_id: int) -> Pool:
         for p in self.live:
@@ -212,6 +280,7 @@ class _Pools:
         while self.live:
             shutdown(self.live.pop())
         self.schedule = None
+        self.stand_ins.clear()
 
     def zygote_for(self, objects: tuple[Any, ...]) -> Zygote | None:
         """The zygote for a resize's pool: holding ``objects`` (dataset, collate_fn, worker_init_fn), new
@@ -334,8 +403,20 @@ class ResizableLoader:
         cores = check_cores(cores)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        if isinstance(multiprocessing_context, str):
-            multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
+        multiprocessing_context = check_context(multiprocessing_context)
+        for name, value in (
+            ("shuffle", shuffle),
+            ("drop_last", drop_last),
+            ("pin_memory", pin_memory),
+            ("persistent_workers", persistent_workers),
+            ("background_start", background_start),
+            ("split_pools", split_pools),
+        ):
+            check_flag(name, value)
+        check_flag("fork_server", fork_server, none_ok=True)
+        check_function("collate_fn", collate_fn)
+        check_function("worker_init_fn", worker_init_fn)
+        sampler = check_sampler(sampler)
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -379,8 +460,27 @@ class ResizableLoader:
         self._process_gb = 0.0  # this process's resident memory at the epoch's start (a fork's cost grows with it)
         self._zygote_on = bool(fork_server)  # whether this epoch's resizes fork from a zygote (fork_server)
         self._serving: int | None = None  # workers of the pool that served the last batch
+        self._warned: set[int] = set()  # worker counts already warned of as more than the cores
+        self._warn_oversubscribed(num_workers)
+
+    def _warn_oversubscribed(self, workers: int) -> None:
+        """Warn once per count of more workers than the cores they may run on, as ``DataLoader`` does (the
+        inner loaders do not: a resize's pools would repeat it, and under the service a count is its plan)."""
+        cores = len(self.cores) if self.cores else len(os.sched_getaffinity(0)) if can_pin() else os.cpu_count() or 1
+        if workers > cores and workers not in self._warned:
+            self._warned.add(workers)
+            warnings.warn(
+                f"ResizableLoader: {workers} DataLoader workers on the {cores} cores they may run on; more workers "
+                "than cores take turns on them, each holding its own memory",
+                UserWarning,
+                stacklevel=3,
+            )
 
     # -- what DataLoader users and Lightning look at ---------------------------------------------
+
+    # Batches are made from ``sampler`` by ``batch_size``, as a DataLoader without a custom batch sampler
+    # says with None (Lightning reads it to tell whether a loader shuffles).
+    batch_sampler = None
 
     @property
     def num_workers(self) -> int:
@@ -427,15 +527,9 @@ class ResizableLoader:
         if pools.schedule is None or position >= len(self._batches):
             self._end_epoch()
             raise StopIteration
-        pool = pools.by_id(pools.schedule.owner(position))
-        pool.open_all()  # a pool serving the loop: all its workers (a resize's, once the switch is here)
         try:
-            if pool.it is None:
-                pool.wait_started()
-                if pool.start_s is not None:  # per worker's share, without the zygote's fork
-                    self._start_s[pool.workers] = pool.start_s * pool.workers / (pool.workers + pool.extra_forks)
-            assert pool.it is not None
-            batch = next(pool.it)
+            pool = self._started(position)
+            batch = next(pool.it)  # type: ignore[arg-type]  # _started returns a started pool
         except StopIteration:
             self.close()
             raise RuntimeError(
@@ -454,6 +548,54 @@ class ResizableLoader:
             pending.advance(self._consumed)
         self._tick()
         return batch
+
+    def _started(self, position: int) -> Pool:
+        """The pool serving ``position``, started: one the system could not start is replaced (:meth:`_stand_in`)."""
+        pools = self._pools
+        while True:  # each turn a pool that failed is replaced by an in-process one, which cannot fail to start
+            assert pools.schedule is not None
+            pool = pools.by_id(pools.schedule.owner(position))
+            pool.open_all()  # a pool serving the loop: all its workers (a resize's, once the switch is here)
+            if pool.it is not None:
+                return pool
+            try:
+                pool.wait_started()
+            except START_ERRORS as exc:
+                self._stand_in((pool.id,), pool.workers, exc)
+                continue
+            if pool.start_s is not None:  # per worker's share, without the zygote's fork
+                self._start_s[pool.workers] = pool.start_s * pool.workers / (pool.workers + pool.extra_forks)
+            assert pool.it is not None
+            return pool
+
+    def _stand_in(self, pool_ids: Sequence[int], workers: int, exc: BaseException) -> None:
+        """Pools ``pool_ids`` (``workers`` in all) could not start (``exc``): in-process pools serve their share of the epoch, and
+        the loader goes on with the workers that did start.  Nothing is lost or repeated, the training loop
+        sees no error, and a plan the system cannot run leaves the running pools running."""
+        pools, schedule = self._pools, self._pools.schedule
+        assert schedule is not None
+        for pool_id in pool_ids:
+            for failed in [p for p in pools.live if p.id == pool_id]:
+                pools.live.remove(failed)
+                failed.start_error = None  # its traceback holds torch's half-made iterator and its workers
+                shutdown(failed)
+            stand_in = next(pools.ids)
+            with schedule.lock:
+                schedule.replace(pool_id, stand_in)
+            pools.live.append(self._open(stand_in, self._consumed, 0, background=False))
+            pools.stand_ins.add(stand_in)
+        live = {p.id: p.workers for p in pools.live}
+        last = schedule.last
+        going_on = sum(w for p, w in zip(last.pools, last.weights, strict=True) if live.get(p, 0) > 0)
+        log.warning(
+            "ResizableLoader: could not start %d DataLoader worker%s (%s: %s); going on with %d (no sample is lost)",
+            workers,
+            "" if workers == 1 else "s",
+            type(exc).__name__,
+            exc,
+            going_on,
+        )
+        self.resize(going_on)
 
     def _start_epoch(self) -> None:
         """Begin an epoch: its order and batches.  Its workers start with its first batch (:meth:`_open_epoch`).
@@ -485,7 +627,10 @@ class ResizableLoader:
         """Start the live epoch's pools (or take over the persistent ones kept from the last epoch)."""
         assert self._batches is not None
         batches, start = self._batches, self._consumed
-        self._process_gb = psutil.Process().memory_info().rss / 2**30
+        try:
+            self._process_gb = psutil.Process().memory_info().rss / 2**30
+        except (OSError, psutil.Error):  # /proc unreadable (out of open files): the last epoch's figure will do
+            pass
         self._zygote_on = self._process_gb >= AUTO_ZYGOTE_GB if self.fork_server is None else self.fork_server
         pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
         kept, pools.kept = pools.kept, []
@@ -707,6 +852,7 @@ class ResizableLoader:
             )
         if cores is not None:
             self.cores = cores
+        self._warn_oversubscribed(num_workers)
         self._workers = num_workers
         pools = self._pools
         schedule = pools.schedule
@@ -717,7 +863,7 @@ class ResizableLoader:
         with schedule.lock:  # a pool starting in a thread takes batches meanwhile
             # pools torch asks no more, or already retired: they cannot be given more batches
             live = {p.id for p in pools.live}
-            done = {p.id for p in pools.live if p.range.exhausted} | (set(now.pools) - live)
+            done = {p.id for p in pools.live if p.range.exhausted} | (set(now.pools) - live) | pools.stand_ins
             serving = schedule.stretch_at(min(self._consumed, schedule.length - 1))
             if serving is not now and serving.workers == num_workers and set(serving.pools) <= live - done:
                 # back to the count serving now, before a pending cut: the serving pools go on
@@ -776,16 +922,21 @@ class ResizableLoader:
             lead = num_workers + (running if replacing else 0)
             offset = weights[: kept.index(pool_id)]
             opens = tuple(at + sum(offset) + i - lead for i in range(size))
-            pool = self._open(
-                pool_id,
-                at,
-                size,
-                background=self.background_start,
-                opens=opens,
-                numbers=pool_numbers,
-                of=num_workers,
-                pacer=pacer,
-            )
+            try:
+                pool = self._open(
+                    pool_id,
+                    at,
+                    size,
+                    background=self.background_start,
+                    opens=opens,
+                    numbers=pool_numbers,
+                    of=num_workers,
+                    pacer=pacer,
+                )
+            except START_ERRORS as exc:  # the schedule names it and the pools after it: stand-ins serve them
+                k = new_ids.index(pool_id)
+                self._stand_in(new_ids[k:], sum(sizes[k:]), exc)
+                return
             pacer = pacer or pool.pacer  # the next pools fork in the same turns
             pool.advance(self._consumed, fork=False)  # its first fork comes with the next batch
             pools.live.append(pool)
@@ -794,6 +945,7 @@ class ResizableLoader:
     def request_resize(self, num_workers: int) -> None:
         """Thread-safe: apply ``resize(num_workers)`` at the next batch the loop asks for."""
         num_workers = whole("num_workers", num_workers)
+        self._warn_oversubscribed(num_workers)
         with self._lock:
             self._requested = num_workers
         if self._batches is None:
@@ -814,6 +966,8 @@ class ResizableLoader:
             "batches_consumed": consumed,
             "batches": len(self),
             "seed": self.sampler.seed,
+            "samples": len(self.sampler),  # with batch_size: tells another dataset of as many batches apart
+            "batch_size": self.batch_size,
         }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
@@ -828,12 +982,19 @@ class ResizableLoader:
                 whole(f"state[{key!r}]", state[key])
             except TypeError as exc:  # a bad state is a bad value, whatever is wrong in it
                 raise ValueError(str(exc)) from None
+        for key in ("samples", "batch_size"):  # absent from a state saved before they were recorded
+            if key in state:
+                try:
+                    whole(f"state[{key!r}]", state[key])
+                except TypeError as exc:
+                    raise ValueError(str(exc)) from None
         epoch, consumed, batches, seed = (int(state[k]) for k in ("epoch", "batches_consumed", "batches", "seed"))
         n = len(self)  # the live epoch's count, or the next one's: the same (it never changes)
-        if n != batches:
+        shape = (state.get("samples", len(self.sampler)), state.get("batch_size", self.batch_size), batches)
+        if shape != (len(self.sampler), self.batch_size, n):
             raise ValueError(
-                f"the saved epoch had {batches} batches, this loader has {n}: "
-                "a different dataset, sampler, batch_size or drop_last"
+                f"the saved epoch had {shape[0]} samples in {batches} batches of {shape[1]}, this loader has "
+                f"{len(self.sampler)} in {n} of {self.batch_size}: a different dataset, sampler, batch_size or drop_last"
             )
         if consumed > batches:
             raise ValueError(f"state['batches_consumed'] is {consumed}, more than the epoch's {batches} batches")

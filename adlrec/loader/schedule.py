@@ -124,6 +124,12 @@ class Schedule:
         """How many positions of the epoch ``pool`` serves."""
         return sum(s.count_for(pool, self._end(k)) for k, s in enumerate(self.stretches))
 
+    def replace(self, pool: int, by: int) -> None:
+        """Pool ``by`` serves every position ``pool`` was to serve (a pool that could not start)."""
+        self.stretches = [
+            Stretch(s.start, tuple(by if p == pool else p for p in s.pools), s.weights) for s in self.stretches
+        ]
+
     def rewrite(self, at: int, pools: tuple[int, ...], weights: tuple[int, ...]) -> None:
         """From ``at`` on, ``pools`` serve every position by ``weights`` (what was planned there is dropped).
 

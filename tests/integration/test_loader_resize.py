@@ -27,6 +27,7 @@ from tests.factories import Indices
 FORK = "fork"
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="the property tests start workers with fork"),
+    pytest.mark.filterwarnings("ignore:ResizableLoader.*DataLoader workers on the:UserWarning"),  # more than 2 cores
     pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),  # 3 workers on 2 cores
 ]
 PROPS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -27,6 +27,7 @@ from tests.integration.test_loader_resize import live_children, plain_pass, wait
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="pacing applies to fork"),
+    pytest.mark.filterwarnings("ignore:ResizableLoader.*DataLoader workers on the:UserWarning"),  # more than 2 cores
     pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),  # the rebuild's plain loader
 ]
 FORK = "fork"

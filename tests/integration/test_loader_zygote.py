@@ -21,6 +21,7 @@ from tests.integration.test_loader_resize import gone, live_children, pids_left_
 
 pytestmark = [
     pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing"),
+    pytest.mark.filterwarnings("ignore:ResizableLoader.*DataLoader workers on the:UserWarning"),  # more than 2 cores
     pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
 ]
 

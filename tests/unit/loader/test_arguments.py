@@ -30,6 +30,16 @@ def flat(batches) -> list[int]:
         ({"timeout": -1}, ValueError, "timeout must be a number of seconds >= 0, got -1"),
         ({"cores": "0,1"}, TypeError, "cores must be a sequence of core numbers"),
         ({"cores": []}, ValueError, "cores must name at least one core"),
+        ({"drop_last": "no"}, TypeError, "drop_last must be True or False, got 'no'"),
+        ({"shuffle": 1}, TypeError, "shuffle must be True or False, got 1"),
+        ({"persistent_workers": None}, TypeError, "persistent_workers must be True or False, got None"),
+        ({"fork_server": "yes"}, TypeError, "fork_server must be True, False or None, got 'yes'"),
+        ({"collate_fn": 3}, TypeError, "collate_fn must be a function or None, got 3"),
+        ({"worker_init_fn": "init"}, TypeError, "worker_init_fn must be a function or None, got 'init'"),
+        ({"sampler": 5}, TypeError, "sampler must be an iterable of dataset indices"),
+        ({"sampler": (i for i in range(8))}, TypeError, "sampler must have a length (len(sampler)"),
+        ({"multiprocessing_context": "threads"}, ValueError, "multiprocessing_context must be one of fork"),
+        ({"multiprocessing_context": 5}, ValueError, "multiprocessing_context must be one of"),
     ],
 )
 def test_bad_arguments_are_refused_naming_them(kwargs, error, message):
@@ -87,7 +97,10 @@ def test_resize_from_another_thread_than_the_loops_is_refused_and_the_epoch_goes
     [
         ({"batches_consumed": -3}, "state['batches_consumed'] must be a whole number >= 0, got -3"),
         ({"batches_consumed": 999}, "state['batches_consumed'] is 999, more than the epoch's 8 batches"),
-        ({"batches": 7}, "the saved epoch had 7 batches, this loader has 8"),
+        ({"batches": 7}, "the saved epoch had 16 samples in 7 batches of 2, this loader has 16 in 8 of 2"),
+        # another dataset of as many batches (15 samples: 8 batches of 2 too) is told apart by its samples
+        ({"samples": 15}, "the saved epoch had 15 samples in 8 batches of 2, this loader has 16 in 8 of 2"),
+        ({"samples": "16"}, "state['samples'] must be a whole number >= 0, got '16'"),
         ({"epoch": 1.5}, "state['epoch'] must be a whole number >= 0, got 1.5"),
         ({"seed": None}, "state['seed'] must be a whole number >= 0, got None"),
         ({"version": 99}, "unknown ResizableLoader state (version 99)"),
@@ -140,3 +153,17 @@ def test_an_unused_iter_after_a_resume_keeps_the_resume_position():
         loader.load_state_dict({"version": 1, "epoch": 2, "batches_consumed": 3, "batches": 4, "seed": 5})
         iter(loader)  # as Lightning's iterable check
         assert flat(loader) == whole_epoch[6:]
+
+
+def test_more_workers_than_cores_warns_once_per_count_as_a_dataloader_does():
+    import warnings
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with pytest.warns(UserWarning, match=rf"{cores + 1} DataLoader workers on the {cores} cores they may run on"):
+        loader = ResizableLoader(Indices(8), 2, num_workers=cores + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader.resize(cores + 1)  # the same count: said once
+        loader.resize(cores)  # as many as the cores: nothing to say
+    with pytest.warns(UserWarning, match=rf"{cores + 5} DataLoader workers"):
+        loader.request_resize(cores + 5)

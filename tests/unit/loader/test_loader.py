@@ -72,8 +72,12 @@ def test_state_dict_resumes_mid_epoch_and_after_an_epoch_ends():
 
 def test_a_state_from_another_epoch_shape_is_refused():
     state = ResizableLoader(Indices(11), batch_size=2).state_dict()
-    with pytest.raises(ValueError, match="had 6 batches, this loader has 4"):
+    with pytest.raises(ValueError, match="had 11 samples in 6 batches of 2, this loader has 11 in 4 of 3"):
         ResizableLoader(Indices(11), batch_size=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="had 11 samples in 6 batches of 2, this loader has 12 in 6 of 2"):
+        ResizableLoader(Indices(12), batch_size=2).load_state_dict(state)  # as many batches, another dataset
+    old = {k: state[k] for k in ("version", "epoch", "batches_consumed", "batches", "seed")}
+    ResizableLoader(Indices(12), batch_size=2).load_state_dict(old)  # saved before samples were recorded
     with pytest.raises(ValueError, match="version"):
         ResizableLoader(Indices(11), batch_size=2).load_state_dict({**state, "version": 99})
 
@@ -98,3 +102,22 @@ def test_serving_workers_tells_when_the_new_pool_has_taken_over():
         seen = [next(it) for _ in range(6)]
         assert loader.serving_workers == 2
         assert len(seen) == 6
+
+
+def test_an_iterator_replaced_mid_epoch_by_a_newer_iter_is_an_error_not_a_shorter_epoch():
+    loader = ResizableLoader(Indices(10), batch_size=2)
+    first = iter(loader)
+    next(first)
+    second = iter(loader)  # a second loop over the same loader: it starts the next epoch
+    with pytest.raises(RuntimeError, match=r"replaced by a newer iter\(\) of the same loader after 1 of its 5 batches"):
+        next(first)
+    assert flat(second) == list(range(10))
+    with pytest.raises(StopIteration):  # an iterator that reached its epoch's end stays ended
+        next(second)
+    unused = iter(loader)  # what Lightning does to check a loader is iterable: replaced, never used
+    assert flat(loader) == list(range(10))
+    with pytest.raises(RuntimeError, match="after 0 of its 5"):
+        next(unused)
+    it = iter(loader)
+    loader.close()  # closing (or loading a state) ends the epoch on purpose: its iterator just stops
+    assert list(it) == []
