@@ -14,9 +14,11 @@ job is written once per ``period_s`` at its own phase
 (spread over the period by a hash of its id), so about ``1/period_s`` of the jobs are written each
 second.  It starts with the service (the first flush, even an empty one), so the spawn and the
 MLflow import happen before the load, and it finds the jobs' running runs with one search then.
-Samples not yet written when the service dies are lost (at most about ``period_s`` of them); the
-writer logs its failures with their traceback and reports counts back (values logged, failed
-writes, samples dropped from full buffers).
+Samples not yet written when the writer dies are lost (at most about ``period_s`` of them).  When
+only the service dies, even by SIGKILL, the writer writes what it holds and stops, or is ended after
+``ORPHAN_GRACE_S`` (:mod:`adlrec.service.lifeline`); what the service had not yet handed over (about
+a second's) is lost.  The writer logs its failures with their traceback and reports counts back
+(values logged, failed writes, samples dropped from full buffers).
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adlrec.service.lifeline import watch_parent
+
 __all__ = ["LiveCounts", "LiveLog"]
 
 log = logging.getLogger("adlrec.service")
+
+ORPHAN_GRACE_S = 5.0  # a writer whose service died writes what it holds for at most this, then exits
 
 _Sample = tuple[str, str, float, int, dict[str, float]]  # job id, node, at, step, metrics
 
@@ -133,7 +139,15 @@ class LiveLog:
         self._inbox, self._outbox = ctx.Queue(), ctx.Queue()
         self._proc = ctx.Process(
             target=_write,
-            args=(self.tracking_uri, self.artifact_root, self._inbox, self._outbox, self.period_s, self.capacity),
+            args=(
+                self.tracking_uri,
+                self.artifact_root,
+                self._inbox,
+                self._outbox,
+                self.period_s,
+                self.capacity,
+                os.getpid(),
+            ),
             name="adlrec-live-writer",
             daemon=True,
         )
@@ -192,14 +206,26 @@ def _phase(job_id: str) -> float:
     return zlib.crc32(job_id.encode()) / 2**32
 
 
-def _write(tracking_uri: str, artifact_root: Path | None, inbox: Any, outbox: Any, period_s: float, cap: int) -> None:
+def _write(
+    tracking_uri: str,
+    artifact_root: Path | None,
+    inbox: Any,
+    outbox: Any,
+    period_s: float,
+    cap: int,
+    parent_pid: int | None = None,
+) -> None:
     """The writer process: hold samples per job, write each job once per ``period_s`` at its own
-    phase (a job that ended: at the next tick), everything on None, then stop."""
+    phase (a job that ended: at the next tick), everything on None, then stop.  Once ``parent_pid``
+    (the service) is gone, as on None: write everything and stop, within ``ORPHAN_GRACE_S``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    orphaned = threading.Event()
+    if parent_pid is not None:  # first (and not niced): the service may die during the imports below
+        watch_parent(parent_pid, "the live-metrics writer", on_orphan=orphaned.set, grace_s=ORPHAN_GRACE_S)
     try:
         os.nice(19)
     except OSError:
         pass
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if tracking_uri.startswith("sqlite:"):
         _sqlite_wal()
     from adlrec.tracking import LiveRuns, LiveSample  # mlflow is heavy: import it only here
@@ -227,6 +253,8 @@ def _write(tracking_uri: str, artifact_root: Path | None, inbox: Any, outbox: An
                 items.append(inbox.get_nowait())
         except queue.Empty:
             pass
+        if orphaned.is_set():  # the service died: nobody will send None
+            stop = True
         now = time.monotonic()
         for item in items:
             if item is None:

@@ -13,7 +13,8 @@ latency grows by hundreds of ms for every recompute.  Only the snapshot and the 
 process boundary.  If that process dies, the recompute runs in the service's process, the failure is
 logged and counted (``adlrec_recompute_process_failures_total``), and a new process is started.
 That process runs at a lower CPU priority (``RECOMPUTE_NICE``): on busy cores it yields them to the
-event loop.
+event loop.  It exits within about a second once the service is gone, even killed by SIGKILL
+(:mod:`adlrec.service.lifeline`; a recompute only computes, the service's process stores the plans).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from adlrec.service.lifeline import watch_parent
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
@@ -202,9 +204,19 @@ def _start_pool() -> tuple[ProcessPoolExecutor, Future]:
     now, and a future done once it has (its interpreter and imports load while the service starts;
     until then recomputes run in the service's process)."""
     pool = ProcessPoolExecutor(
-        max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
     )
     return pool, pool.submit(_ready)
+
+
+def _init_worker(parent_pid: int) -> None:
+    """In the recompute process: exit once the service (``parent_pid``) is gone, even killed by
+    SIGKILL, rather than live on as an orphan; then run at a lower priority."""
+    watch_parent(parent_pid, "the recompute process")  # before the nice: the watcher keeps its priority
+    _lower_priority()
 
 
 def _lower_priority() -> None:
