@@ -17,7 +17,12 @@ import threading
 import time
 from multiprocessing.context import BaseContext
 
-__all__ = ["FORK_LOCK", "ForkPacer", "paced"]
+__all__ = ["FORK_LOCK", "ForkPacer", "StartCancelled", "paced"]
+
+
+class StartCancelled(Exception):
+    """Raised in a pool's starting thread at its next fork once the pool was stopped before it started:
+    its workers would be forked only to be stopped."""
 
 
 class ForkPacer:
@@ -36,6 +41,7 @@ class ForkPacer:
         self._position: int | None = None  # the loop position the last allow_at granted at
         self._waited: dict[int, float] = {}  # per starting thread: time spent waiting for permits
         self._released: set[int | None] = set()  # starting threads whose starts need no permit
+        self._cancelled: set[int | None] = set()  # starting threads whose pools stopped: they fork no more
 
     @property
     def started(self) -> int:
@@ -63,6 +69,19 @@ class ForkPacer:
             self._released.add(thread.ident)
             self._cond.notify_all()
 
+    def cancel(self, thread: threading.Thread) -> None:
+        """``thread``'s pool was stopped before it started: its next turn raises :class:`StartCancelled`."""
+        with self._cond:
+            self._cancelled.add(thread.ident)
+            self._released.add(thread.ident)  # what waits for a released thread (the zygote's turn) goes on
+            self._cond.notify_all()
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`StartCancelled` in a starting thread whose pool was stopped."""
+        with self._cond:
+            if threading.get_ident() in self._cancelled:
+                raise StartCancelled("the pool was stopped before its workers started")
+
     def add_waited(self, seconds: float) -> None:
         """Count ``seconds`` the calling thread spent waiting elsewhere for its start (another pool's
         fork of the zygote) as waiting, not starting."""
@@ -81,6 +100,8 @@ class ForkPacer:
         me = threading.get_ident()
         with self._cond:
             self._cond.wait_for(lambda: me in self._released or self._started < self._allowed)
+            if me in self._cancelled:
+                raise StartCancelled("the pool was stopped before its workers started")
             if me not in self._released:
                 self._started += 1
             self._waited[me] = self._waited.get(me, 0.0) + time.perf_counter() - t

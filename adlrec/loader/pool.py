@@ -12,7 +12,7 @@ from typing import Any
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-from adlrec.loader.pacing import ForkPacer
+from adlrec.loader.pacing import ForkPacer, StartCancelled
 from adlrec.loader.schedule import Schedule
 from adlrec.loader.workers import WorkerGate
 from adlrec.loader.zygote import Zygote
@@ -166,12 +166,17 @@ def shutdown(pool: Pool) -> None:
 
     Uses torch's ``_shutdown_workers`` (what the iterator's ``__del__`` and exhaustion call) so that
     no pool's life depends on when the garbage collector runs.  Held workers are let go first, or
-    torch would wait its 5 s join timeout for each of them.
+    torch would wait its 5 s join timeout for each of them.  A pool stopped while its starting thread
+    still waits for turns forks no more workers (its next turn raises :class:`StartCancelled`).
     """
+    if pool.pacer is not None and pool.starter is not None and pool.starter.is_alive():
+        pool.pacer.cancel(pool.starter)  # stopped before it started: fork no more of its workers
     pool.open_all()
     if pool.starter is not None:
         pool.starter.join()
         pool.starter = None
+    if isinstance(pool.start_error, StartCancelled):
+        pool.start_error = None  # its traceback holds torch's half-made iterator, whose workers then stop
     it, pool.it = pool.it, None
     if it is None:  # a pool kept between epochs: its loader holds the iterator
         it = getattr(pool.loader, "_iterator", None)

@@ -190,6 +190,7 @@ class Zygote:
         with self._turns:
             self._turns.wait_for(lambda: not self._in_turn or pacer.released())
             pacer.add_waited(time.perf_counter() - t)
+            pacer.check_cancelled()  # a pool stopped before it started forks nothing, not even the zygote
             if self.running:
                 return
             in_turn = self._in_turn

@@ -228,7 +228,7 @@ def test_a_paced_context_starts_a_process_only_per_permit():
     assert [p.exitcode for p in procs] == [0, 0, 0]
 
 
-def test_more_workers_than_cores_is_the_callers_decision_and_draws_no_warning():
+def test_more_workers_than_cores_is_the_callers_decision_and_warned_of_once_per_count_not_per_pool():
     many = (os.cpu_count() or 1) + 1
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -239,7 +239,36 @@ def test_more_workers_than_cores_is_the_callers_decision_and_draws_no_warning():
             loader.resize(many + 1)
             got += [b.tolist() for b in it]
     assert [i for b in got for i in b] == list(range(12))
-    assert not [w for w in caught if "worker processes" in str(w.message)]
+    assert not [w for w in caught if "worker processes" in str(w.message)]  # torch's, at every pool's iter()
+    ours = [str(w.message) for w in caught if "ResizableLoader" in str(w.message)]
+    assert [m.split(" DataLoader")[0] for m in ours] == [f"ResizableLoader: {many}", f"ResizableLoader: {many + 1}"]
+
+
+MARKS: list[str] = []  # the file each forked worker writes its pid to (set by the test; fork inherits it)
+
+
+def mark_start(worker_id: int) -> None:
+    with open(MARKS[0], "a") as f:
+        f.write(f"{os.getpid()}\n")
+
+
+@pytest.mark.parametrize(
+    "fork_server", [False, pytest.param(True, marks=pytest.mark.skipif(not can_use_zygote(), reason="no zygote"))]
+)
+def test_a_pool_stopped_before_it_started_forks_no_worker(tmp_path, fork_server):
+    MARKS[:] = [str(tmp_path / "forked")]
+    loader = loader_of(60, 1, worker_init_fn=mark_start, handover=10, fork_server=fork_server)
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(3)]
+        loader.resize(3)  # a pool of 2 beside the running one, its forks paced one per batch: none yet
+        new = loader._pools.live[-1]
+        time.sleep(0.2)  # its thread waits for its first turn
+        loader.resize(1)  # back before the next batch: the new pool is stopped before it started
+        wait_until(lambda: new.it is None and new.starter is None)
+        got += [b.tolist() for b in it]
+    assert got == [[i] for i in range(60)]
+    assert len((tmp_path / "forked").read_text().split()) == 1  # the first pool's worker only
 
 
 def test_persistent_woven_pools_serve_the_next_epoch_as_they_are():
