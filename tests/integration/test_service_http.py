@@ -126,6 +126,8 @@ def test_writes_need_the_token_and_reads_do_not(service):
     assert http.put("/nodes/x", json={"cores": "many"}).status_code == 401
     assert http.post("/jobs/bad%20id/heartbeat", json={}).status_code == 401
     assert http.get("/health").json()["status"] == "ok"
+    head = http.head("/health")  # what load balancers and uptime checkers send
+    assert head.status_code == 200 and head.content == b""
     assert http.get("/plans").status_code == 200
 
 
