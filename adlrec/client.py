@@ -75,17 +75,22 @@ class ServiceClient:
 
     # -- the job's life -----------------------------------------------------------------------
     def register(self, node: str, **fields: Any) -> str | None:
-        """Register the job (fields as in POST /jobs: probe= or curve=, bounds); returns its id or None."""
+        """Register the job (fields as in POST /jobs: probe= or curve=, bounds); returns its id or None.
+
+        A registration starts the job's life again (a second run with the same client, or a service that
+        lost the job): the plan the next heartbeat brings is new even if its id was seen before, since the
+        loader it is for may have run at another count meanwhile."""
         body = {"node": node, **{k: v for k, v in fields.items() if v is not None}}
         if self.job_id is not None:
             body.setdefault("job_id", self.job_id)
         self._registration = body
+        self._seen_plan = None
         data = self._call("POST", "/jobs", body)
         if data is None:
             return self.job_id
         self.job_id = data["job_id"]
         self._registration = body | {"job_id": self.job_id}
-        self._take(data["assignment"])
+        self._take(data["assignment"], apply=False)  # its plan is new to the next heartbeat, which applies it
         return self.job_id
 
     def heartbeat(
@@ -100,7 +105,6 @@ class ServiceClient:
         data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, unknown_ok=True)
         if data == "unknown" and self._registration is not None:
             log.warning("service at %s no longer knows job %s; registering it again", self.url, self.job_id)
-            self._seen_plan = None  # a service on a fresh store numbers its plans from 1 again
             if self.register(**self._registration) is None:
                 return self._stale()
             data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body)
@@ -131,9 +135,10 @@ class ServiceClient:
         self.close()
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _take(self, data: dict[str, Any]) -> Assignment:
+    def _take(self, data: dict[str, Any], *, apply: bool = True) -> Assignment:
+        """The service's answer as an Assignment; ``apply``: mark its plan seen (``new`` only this once)."""
         plan_id = data.get("plan_id")
-        new = plan_id is not None and plan_id != self._seen_plan
+        new = apply and plan_id is not None and plan_id != self._seen_plan
         if new:
             self._seen_plan = plan_id
         self._last = Assignment(int(data["workers"]), plan_id, str(data["status"]), new)
@@ -175,7 +180,7 @@ class ServiceClient:
 
     def _went_away(self, err: str) -> None:
         if not self._away:
-            keep = f"keeping {self._last.workers} workers (plan {self._last.plan_id})" if self._last else "no plan yet"
+            keep = _keeping(self._last)
             log.warning("adlrec service at %s unreachable (%s); %s until it returns", self.url, err, keep)
         self._away = True
 
@@ -193,3 +198,12 @@ class ServiceClient:
         except ValueError:
             detail = r.text
         log.error("adlrec service refused %s: %s", key, str(detail)[:300])
+
+
+def _keeping(last: Assignment | None) -> str:
+    """What the job goes on with while the service is away, for the log."""
+    if last is None:
+        return "no plan yet"
+    if last.plan_id is None:
+        return f"keeping {last.workers} workers (the service has not planned this job yet)"
+    return f"keeping {last.workers} workers (plan {last.plan_id})"

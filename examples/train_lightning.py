@@ -18,7 +18,7 @@ import sys
 
 import lightning as L
 
-from adlrec.callbacks import ADLCallback
+from adlrec.callbacks import ADLCallback, check_arguments
 from adlrec.config import load_settings
 from adlrec.errors import AdlrecError
 from adlrec.job import load_job
@@ -63,7 +63,6 @@ def main() -> int:
         settings = load_settings()
         job = load_job(args.model_py, data_dir=settings.datasets_dir)
         device = parse_device("auto")
-        probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
         loader = ResizableLoader(
             job.dataset(),
             batch_size=job.batch_size,
@@ -73,9 +72,13 @@ def main() -> int:
             collate_fn=job.collate_fn,
             multiprocessing_context="fork",
         )
+        token = os.environ.get("ADLREC_SERVICE_TOKEN")
+        check_arguments("ADLCallback", url=args.url, node=args.node, token=token, interval_s=args.interval)
+        # the probe takes seconds: only once every argument is known good
+        probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
         callback = ADLCallback(
             url=args.url,
-            token=os.environ.get("ADLREC_SERVICE_TOKEN"),
+            token=token,
             node=args.node,
             probe=probe.features.to_dict(),
             interval_s=args.interval,

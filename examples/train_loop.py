@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from adlrec.callbacks import ADLLoop
+from adlrec.callbacks import ADLLoop, batch_samples, check_arguments
 from adlrec.config import load_settings
 from adlrec.errors import AdlrecError
 from adlrec.job import load_job
@@ -63,6 +63,9 @@ def main() -> int:
             collate_fn=job.collate_fn,
             multiprocessing_context="fork",
         )
+        token = os.environ.get("ADLREC_SERVICE_TOKEN")
+        if not args.no_service:  # before the probe, which takes seconds
+            check_arguments("ADLLoop", url=args.url, node=args.node, token=token, interval_s=args.interval)
         # Probed in both modes, so a baseline run pays the same start-up as a run under the service.
         probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
         adl = None
@@ -70,7 +73,7 @@ def main() -> int:
             adl = ADLLoop(
                 loader,
                 url=args.url,
-                token=os.environ.get("ADLREC_SERVICE_TOKEN"),
+                token=token,
                 node=args.node,
                 probe=probe.features.to_dict(),
                 interval_s=args.interval,
@@ -88,13 +91,13 @@ def main() -> int:
             for _ in range(args.epochs):
                 for batch in loader:
                     step(batch)
-                    samples += job.batch_size
+                    samples += batch_samples(batch)  # the last batch of an epoch may be short
         else:
             with adl:
                 for _ in range(args.epochs):
                     for batch in adl.iterate():
                         step(batch)
-                        samples += job.batch_size
+                        samples += batch_samples(batch)
                         if loader.num_workers != used[-1]:
                             used.append(loader.num_workers)
     seconds = time.perf_counter() - start

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from adlrec.callbacks._build import batch_samples, check_arguments
 from adlrec.callbacks.controller import Controller
 from adlrec.callbacks.loop import ADLLoop
 
-__all__ = ["ADLCallback", "ADLLoop", "Controller"]
+__all__ = ["ADLCallback", "ADLLoop", "Controller", "batch_samples", "check_arguments"]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,11 +9,15 @@ import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
-from adlrec.callbacks.controller import Controller, ServiceLike
+from adlrec.callbacks.controller import Controller, ServiceLike, check_interval
 
-__all__ = ["batch_samples", "default_node", "make_controller"]
+__all__ = ["batch_samples", "check_arguments", "default_node", "make_controller"]
+
+DEFAULT_URL = "http://127.0.0.1:8470"
+URL_VARIABLE = "ADLREC_SERVICE_URL"  # the service's address when url= is not given
+TOKEN_VARIABLE = "ADLREC_SERVICE_TOKEN"  # its token when token= is not given
 
 
 # The adapters' own keyword arguments; every other one is a field of the job's registration (POST /jobs).
@@ -47,9 +51,7 @@ def make_controller(
             f"{who}: give exactly one of probe= (the features `adlrec predict model.py --json` prints under "
             "'probe') or curve= (samples/s at 0, 1, 2, ... workers)"
         )
-    if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
-        raise ValueError(f"{who}: interval_s must be a number of seconds > 0, got {interval_s!r}")
-    node = node or default_node()
+    url, node, token = check_arguments(who, url=url, node=node, token=token, interval_s=interval_s, client=client)
     fields = {k: v for k, v in registration.items() if v is not None}  # None: the service's default
     if probe is not None:
         fields["probe"] = dict(probe) if isinstance(probe, Mapping) else probe
@@ -59,11 +61,41 @@ def make_controller(
     if client is None:
         from adlrec.client import ServiceClient
 
-        if url is None:
-            url = os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470")
-        _check_url(who, url)
-        client = ServiceClient(url, token=token or os.environ.get("ADLREC_SERVICE_TOKEN"))
+        assert url is not None  # check_arguments filled it in
+        client = ServiceClient(url, token=token)
     return Controller(client, node, interval_s=interval_s, registration=fields)
+
+
+def check_arguments(
+    who: str,
+    *,
+    url: str | None = None,
+    node: str | None = None,
+    token: str | None = None,
+    interval_s: float = 5.0,
+    client: ServiceLike | None = None,
+) -> tuple[str | None, str, str | None]:
+    """The adapter's own arguments checked, as ``(url, node, token)`` with their defaults filled in (the
+    environment's ``ADLREC_SERVICE_URL`` and ``ADLREC_SERVICE_TOKEN``, this host's name).  Public so that a
+    script can report a mistake in them before a slow step (a probe) that the adapter's construction needs."""
+    check_interval(who, interval_s)
+    if token is not None and not isinstance(token, str):
+        raise TypeError(f"{who}: token must be a string (the service's token), got a {type(token).__name__}")
+    if node is None:
+        node = default_node()
+    elif isinstance(node, str) and not node.strip():
+        raise ValueError(
+            f"{who}: node must be the node's name at the service (letters, digits and ._:@-), or None for "
+            f"this host's name, got {node!r}"
+        )
+    if client is None:  # an injected client brings its own address and token
+        if url is None:
+            url = os.environ.get(URL_VARIABLE, DEFAULT_URL)
+            _check_url(who, url, f"the environment's {URL_VARIABLE} (url= not given)")
+        else:
+            _check_url(who, url, "url")
+        token = token or os.environ.get(TOKEN_VARIABLE)
+    return url, node, token
 
 
 def _check_registration(who: str, node: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -107,28 +139,68 @@ def _json_scalar(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} {value!r} is not a number, string or list")
 
 
-def _check_url(who: str, url: Any) -> None:
-    parsed = None
-    if isinstance(url, str) and url:
-        try:
-            parsed = urlsplit(url)
-        except ValueError:
-            parsed = None
+def _check_url(who: str, url: Any, source: str) -> None:
+    """Refuse what the client could not call, naming where the url came from (``source``: the argument
+    or the environment variable)."""
+    parsed = _split(url)
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"{who}: url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got {url!r}")
+        raise ValueError(f"{who}: {source} must be the service's http(s) address, e.g. {DEFAULT_URL}, got {url!r}")
+    try:
+        port = parsed.port  # urlsplit checks the port only when asked: a ValueError for 'abc' or 99999
+    except ValueError:
+        port = 0
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"{who}: {source} must have a port from 1 to 65535 (or none), e.g. {DEFAULT_URL}, got {url!r}")
+
+
+def _split(url: Any) -> SplitResult | None:
+    if not isinstance(url, str) or not url:
+        return None
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
 
 
 def batch_samples(batch: Any) -> int:
-    """Samples in a batch: the length of its first tensor (or of the batch itself)."""
-    first = batch
-    while isinstance(first, (list, tuple)) and first:
-        first = first[0]
-    if isinstance(first, dict) and first:
-        first = next(iter(first.values()))
-    shape = getattr(first, "shape", None)
-    if shape:
-        return int(shape[0])
+    """Samples in a batch, as a training loop gets it from a DataLoader's collate:
+
+    - a tensor or array: its first dimension;
+    - a dict (a collated dict of fields): the samples of its first tensor, else of its first value;
+    - a list or tuple holding a tensor (collated fields, as ``(inputs, target)`` or
+      ``(["a", "b", "c"], labels)``): the first dimension of its first tensor;
+    - any other list or tuple (samples not collated: strings, numbers, dicts, tuples): its length;
+    - anything else: its length if it has one, else 1.
+
+    A list of per-sample tensors (a ``collate_fn`` that returns the list as it is) reads as collated
+    fields: give such a loop's batches as a tuple of one stacked tensor, or count them yourself."""
+    n = _samples(batch)
+    return 1 if n is None else n
+
+
+def _samples(batch: Any) -> int | None:
+    first = _first_dim(batch)
+    if first is not None:
+        return first
+    if isinstance(batch, Mapping):
+        fields = list(batch.values())
+        dims = [d for d in map(_first_dim, fields) if d is not None]
+        return dims[0] if dims else (_samples(fields[0]) if fields else 0)
+    if isinstance(batch, (list, tuple)):
+        dims = [d for d in map(_first_dim, batch) if d is not None]
+        return dims[0] if dims else len(batch)
     try:
         return len(batch)
     except TypeError:
-        return 1
+        return None
+
+
+def _first_dim(value: Any) -> int | None:
+    """The first dimension of a tensor or array of at least one dimension; None for anything else."""
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and shape:  # torch.Size is a tuple
+        try:
+            return int(shape[0])
+        except (TypeError, ValueError):
+            return None
+    return None

@@ -7,7 +7,12 @@ over at least ``min_steps`` steps: right after a resize the old pool still serve
 and its pace must not become a point of the new count's curve.  A named daemon
 thread heartbeats every ``interval_s`` (``while not stop.wait(interval)``), so a slow or absent
 service never blocks a step; when the service answers with a plan the job has not applied yet, the
-thread asks the loader to resize (``request_resize``, applied by the loop at its next batch).  The
+thread asks the loader for its count (``request_resize``, applied by the loop at its next batch),
+even a count the loader already reports: ``num_workers`` is the count applied, and a request of an
+earlier plan may still be pending, which only a new request overwrites.  The adapters call
+:meth:`Controller.pause` where training stops between steps (validation, a checkpoint, an epoch's
+end): the next step is then left out of the figures, so that time is counted neither as a step's
+nor as a wait for data.  The
 same thread registers the job first and reports it finished last, so the loop never waits on the
 service, even one that accepts connections and never answers.  No failure of the service or the
 client reaches the training loop: it is logged, once per kind.
@@ -16,6 +21,7 @@ client reaches the training loop: it is logged, once per kind.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +29,7 @@ from typing import Any, Protocol
 
 from adlrec.callbacks.meter import LoopMeter
 
-__all__ = ["Controller", "Resizable", "ServiceLike"]
+__all__ = ["Controller", "Resizable", "ServiceLike", "check_interval"]
 
 log = logging.getLogger("adlrec.callbacks")
 
@@ -45,6 +51,22 @@ class Resizable(Protocol):  # what the controller resizes; any other loader is m
     def request_resize(self, num_workers: int) -> None: ...
 
 
+def check_interval(who: str, interval_s: Any) -> float:
+    """``interval_s`` if the heartbeat thread can wait it: ``Event.wait`` raises OverflowError past
+    ``threading.TIMEOUT_MAX`` (inf included), in the thread, where it would end the heartbeats silently."""
+    if (
+        isinstance(interval_s, bool)
+        or not isinstance(interval_s, (int, float))
+        or not math.isfinite(interval_s)
+        or not 0 < interval_s <= threading.TIMEOUT_MAX
+    ):
+        raise ValueError(
+            f"{who}: interval_s must be a finite number of seconds > 0 (at most {threading.TIMEOUT_MAX:.0f}), "
+            f"got {interval_s!r}"
+        )
+    return float(interval_s)
+
+
 class Controller:
     def __init__(
         self,
@@ -60,14 +82,16 @@ class Controller:
     ) -> None:
         self.client = client
         self.node = node
-        self.interval_s = interval_s
+        self.interval_s = check_interval("Controller", interval_s)
         self.registration = dict(registration or {})
         self.clock = clock
+        self.window = window
         self.meter = LoopMeter(window)
         self.min_steps = max(1, window // 5) if min_steps is None else min_steps
         self.stop_wait_s = stop_wait_s
         self.loader: Any = None  # a Resizable, or any loader (measured and reported, never resized)
-        self.applied: list[tuple[int | None, int]] = []  # (plan id, workers) applied, in order
+        self.applied: list[tuple[int | None, int]] = []  # (plan id, workers) applied, in order, over every run
+        self._asked: int | None = None  # the count last asked of this run's loader
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed: set[str] = set()
@@ -85,6 +109,8 @@ class Controller:
                 type(loader).__name__,
             )
         self.loader = loader
+        self._asked = None
+        self.meter = LoopMeter(self.window)  # a new registration: the service forgets what it measured, so do we
         fields = dict(self.registration)
         workers = getattr(loader, "num_workers", None)
         if isinstance(workers, int):
@@ -100,6 +126,11 @@ class Controller:
 
     def batch_done(self, samples: int) -> None:
         self.meter.done(self.clock(), samples, getattr(self.loader, "serving_workers", None))
+
+    def pause(self) -> None:
+        """Training stops between steps here (validation, a checkpoint, an epoch's end): leave the next
+        step out of the figures, so that this time counts neither as a step nor as a wait for data."""
+        self.meter.pause()
 
     def stop(self) -> None:
         """Stop heartbeating; the thread tells the service the job finished.  Never raises, and waits at
@@ -144,9 +175,12 @@ class Controller:
         if answer is None or not getattr(answer, "new", False) or not hasattr(self.loader, "request_resize"):
             return  # nothing new, or a loader that cannot resize (the adapter warned): nothing applied
         self.applied.append((answer.plan_id, answer.workers))
-        if answer.workers != workers:
-            log.info("plan %s: %d -> %d DataLoader workers", answer.plan_id, workers, answer.workers)
-            self._safe("resize", lambda: self.loader.request_resize(answer.workers))
+        before = workers if self._asked is None else self._asked
+        if answer.workers != before:
+            log.info("plan %s: %s -> %d DataLoader workers", answer.plan_id, before, answer.workers)
+        # asked even when the loader already reports this count: an earlier plan's request may be pending
+        self._asked = answer.workers
+        self._safe("resize", lambda: self.loader.request_resize(answer.workers))
 
     def _safe(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

@@ -5,6 +5,11 @@ with ADLLoop(loader, url="http://scheduler:8470", node="gpu-01", probe=probe) as
     for epoch in range(epochs):
         for batch in adl.iterate():      # times each wait for data and each step
             train_step(batch)
+        validate()                       # between epochs: not measured (each iterate() starts afresh)
+
+Validation or a checkpoint *inside* an epoch's loop body: call ``adl.pause()`` there, and that step
+is left out of the measurements.  One ``ADLLoop`` may serve several ``with`` blocks, each
+registering the job again.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ class ADLLoop:
         curve: Sequence[float] | None = None,
         **registration: Any,
     ) -> None:
+        if isinstance(loader, (str, bytes)) or not (hasattr(loader, "__iter__") or hasattr(loader, "__getitem__")):
+            raise TypeError(
+                "ADLLoop: loader must be the training loop's loader, an iterable of batches (an "
+                f"adlrec.loader.ResizableLoader, to be resized; a DataLoader is measured only), got {loader!r}"[:500]
+            )
         self.loader = loader
         self._entered = False
         self.controller = make_controller(
@@ -63,6 +73,7 @@ class ADLLoop:
                 "with the service on entry and reports it finished on exit"
             )
         c = self.controller
+        c.pause()  # the time since the last epoch's end (validation, a checkpoint) is no wait for data
         it = iter(self.loader)
         while True:
             try:
@@ -72,3 +83,8 @@ class ADLLoop:
             c.batch_fetched()
             yield batch
             c.batch_done(batch_samples(batch))
+
+    def pause(self) -> None:
+        """Leave this step out of the measurements: call it in the loop body around validation or a
+        checkpoint, which are neither the step's time nor a wait for data."""
+        self.controller.pause()

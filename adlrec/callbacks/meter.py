@@ -9,6 +9,10 @@ Each step may carry a *tag*, the loader's worker count that served its batch.  A
 empties the window, and the first step after it is left out: it holds the switch between pools,
 not the new count's pace.  So a window's figures always belong to one worker count, and a
 measurement taken across a resize is never reported as a point of either count's curve.
+
+:meth:`LoopMeter.pause` marks a stop of training between steps (validation, a checkpoint, an
+epoch's end): the step after it is left out, as the first one is, so that the stop counts neither
+as a step nor as a wait for data.
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ class LoopMeter:
 
     def fetched(self, now: float) -> None:
         self._fetched = now
+
+    def pause(self) -> None:
+        """The loop stopped training since the last step (or stops within this one): the next ``done``
+        only sets the origin again, as the first one does."""
+        with self._lock:
+            self._last_done = None
+            self._fetched = None
 
     def done(self, now: float, samples: int, tag: int | None = None) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ import torch
 
 from adlrec.callbacks import ADLCallback, ADLLoop
 from adlrec.callbacks.controller import Controller
-from adlrec.client import ServiceClient
+from adlrec.client import Assignment, ServiceClient
 from adlrec.loader import ResizableLoader
 from adlrec.service import create_app
 from tests.factories import Indices
@@ -127,9 +127,10 @@ def test_a_plain_dataloader_is_measured_and_reported_at_its_count_but_never_resi
             for _ in range(3):
                 for _batch in adl.iterate():
                     time.sleep(0.01)
-        plan = httpx.get(f"{srv.url}/nodes/n5/plan", timeout=10).json()
+        plans = httpx.get(f"{srv.url}/plans", params={"node": "n5"}, timeout=10).json()["plans"]
         job = httpx.get(f"{srv.url}/jobs/plain", timeout=10).json()
-    assert plan["workers"]["plain"] == 3  # the service planned another count ...
+    # the service planned another count (its finish made a later plan, without the job) ...
+    assert [p["workers"]["plain"] for p in plans if "plain" in p["workers"]] == [3]
     assert adl.controller.applied == [] and plain.num_workers == 1  # ... which nothing claimed to apply
     assert {p["workers"] for p in job["measured"]} == {1}  # its pace is a point at the count it ran with
     assert job["requested_workers"] == 1 and job["status"] == "finished"
@@ -250,6 +251,10 @@ def test_the_runnable_plain_loop_script_trains_a_model_py_under_the_service(tmp_
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "examples" / "train_loop.py"
+    odd = tmp_path / "odd_job.py"  # 60 samples in batches of 8: each epoch ends on a batch of 4
+    text = tiny_job_path.read_text()
+    assert '"samples": 64' in text
+    odd.write_text(text.replace('"samples": 64', '"samples": 60'))
     settings = service_settings(tmp_path, service_debounce_s=0.05, service_token=None)
     env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path / "d"), "MLFLOW_DISABLE_TELEMETRY": "true"}
     with LiveServer(create_app(settings)) as srv:
@@ -257,7 +262,7 @@ def test_the_runnable_plain_loop_script_trains_a_model_py_under_the_service(tmp_
             [
                 sys.executable,
                 str(script),
-                str(tiny_job_path),
+                str(odd),
                 "--device",
                 "emulate:5",
                 "--epochs",
@@ -279,7 +284,7 @@ def test_the_runnable_plain_loop_script_trains_a_model_py_under_the_service(tmp_
         job = httpx.get(f"{srv.url}/jobs/script-a", timeout=10).json()
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["samples"] == 4 * 64 and out["job"] == "tiny"
+    assert out["samples"] == 4 * 60 and out["job"] == "tiny"  # not 4 * 64: batches are counted as they are
     assert job["status"] == "finished"
 
 
@@ -324,3 +329,136 @@ def test_throughput_is_reported_only_for_the_worker_count_that_measured_it(tmp_p
         c.beat()
         assert points() == pytest.approx({1: 80.0, 3: 160.0})  # only steps served by 3 workers
         c.stop()
+
+
+class ScriptedService:
+    """A service that answers the heartbeats it is given, in order: what a real one cannot be made to
+    do on cue (two plans between two batches of the loop)."""
+
+    def __init__(self, answers: list[Assignment]) -> None:
+        self.answers = list(answers)
+
+    def register(self, node: str, **fields: object) -> str:
+        return "scripted"
+
+    def heartbeat(self, *, throughput: float | None, workers: int | None, data_wait: float | None) -> Assignment:
+        return self.answers.pop(0)
+
+    def finish(self) -> bool:
+        return True
+
+
+def test_a_plan_is_not_undone_by_an_earlier_one_still_pending():
+    """Plan 1 says 1 worker; before the loop takes its next batch (which applies a request), plan 2 says 2
+    again.  ``num_workers`` still reads 2 (the count applied), but the request for 1 is pending: plan 2
+    must overwrite it, or the loop applies 1 and keeps it."""
+    plans = [Assignment(1, 1, "active", new=True), Assignment(2, 2, "active", new=True)]
+    ld = loader(n=96, workers=2)
+    c = Controller(ScriptedService(plans), "n12", interval_s=3600, registration={"curve": STEEP})
+    with ld:
+        it = iter(ld)
+        seen = next(it).tolist()
+        c.start(ld)
+        c.beat()  # plan 1: request_resize(1), pending until the next batch
+        assert ld.num_workers == 2
+        c.beat()  # plan 2
+        seen += [i for batch in it for i in batch.tolist()]
+        c.stop()
+        assert ld.num_workers == 2 and ld.serving_workers == 2
+    assert c.applied == [(1, 1), (2, 2)]
+    assert sorted(seen) == list(range(96))
+
+
+def test_a_callback_used_for_a_second_fit_applies_the_plan_again(tmp_path):
+    """The second fit registers the job again and gets the plan the first one applied (same id, as the
+    service made no other): its fresh loader, at 1 worker, must still be resized to the plan's 3."""
+    settings = service_settings(tmp_path)  # no recompute but the one asked for below
+    with LiveServer(create_app(settings)) as srv:
+        cb = ADLCallback(url=srv.url, token="s3cret", node="n13", curve=STEEP, interval_s=0.05, job_id="twice")
+
+        def plan_once(epoch: int, batch_idx: int) -> None:
+            if epoch == 0 and batch_idx == 0:
+                deadline = time.monotonic() + 30
+                while cb.controller.client.job_id is None and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                httpx.post(f"{srv.url}/plans/recompute", headers=AUTH, timeout=10).raise_for_status()
+
+        loaders = []
+        for on_step in (plan_once, None):
+            ld = ResizableLoader(
+                Pairs(), batch_size=8, shuffle=True, seed=5, num_workers=1, multiprocessing_context="fork", handover=0
+            )
+            loaders.append(ld)
+            model = _tiny_module(on_step)
+            with ld:
+                _trainer(tmp_path, cb).fit(model, train_dataloaders=ld)
+            assert all(sorted(s) == list(range(96)) for s in model.seen)
+        plans = httpx.get(f"{srv.url}/plans", params={"node": "n13"}, timeout=10).json()["plans"]
+    (plan,) = [p for p in plans if "twice" in p["workers"]]
+    assert cb.controller.applied == [(plan["plan_id"], 3), (plan["plan_id"], 3)]
+    assert [ld.num_workers for ld in loaders] == [3, 3]
+
+
+def test_two_adlcallbacks_in_one_trainer_are_refused_before_either_registers(tmp_path):
+    settings = service_settings(tmp_path)
+    ld = ResizableLoader(Pairs(), batch_size=8, num_workers=1, multiprocessing_context="fork")
+    with LiveServer(create_app(settings)) as srv, ld:
+        one, two = (ADLCallback(url=srv.url, token="s3cret", node="n14", curve=STEEP) for _ in range(2))
+        trainer = _trainer(tmp_path, one)
+        trainer.callbacks.append(two)
+        with pytest.raises(
+            ValueError, match=r"ADLCallback: this Trainer has 2 ADLCallbacks in callbacks=; give it one"
+        ):
+            trainer.fit(_tiny_module(), train_dataloaders=ld)
+        jobs = httpx.get(f"{srv.url}/jobs", timeout=10).json()
+    assert jobs == [] and one.controller._thread is None and two.controller._thread is None
+
+
+def test_under_lightning_validation_and_epoch_ends_are_not_counted_as_waits_for_data(tmp_path):
+    """Each epoch ends with 1 s of validation, while its 12 steps take about 0.2 s: counted as the wait
+    before the next epoch's first batch, it made the data-wait share about 0.8.  (What stays is
+    Lightning's own time between a step's end and the next batch: about a fifth of a 15 ms step here.)"""
+    import lightning as L
+
+    model = _tiny_module()
+
+    def validation_step(batch, batch_idx):
+        time.sleep(0.25)
+
+    model.validation_step = validation_step
+    val = torch.utils.data.DataLoader(Pairs(), batch_size=24)  # 4 batches
+    ld = ResizableLoader(Pairs(), batch_size=8, shuffle=True, seed=3, num_workers=1, multiprocessing_context="fork")
+    cb = ADLCallback(url="http://127.0.0.1:9", node="n15", curve=STEEP, interval_s=3600)  # nothing to reach
+    trainer = L.Trainer(
+        max_epochs=3,
+        accelerator="cpu",
+        callbacks=[cb],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+    )
+    with ld:
+        trainer.fit(model, train_dataloaders=ld, val_dataloaders=val)
+    stats = cb.controller.meter.stats()
+    assert stats.steps == 3 * 12 - 3  # each epoch's first step left out: it follows a stop
+    assert stats.data_wait < 0.5
+    assert stats.throughput > 8 / 0.05  # steps of about 15 ms, 8 samples each
+
+
+def test_in_a_plain_loop_the_time_between_epochs_and_a_paused_step_are_not_measured():
+    ld = loader(n=96, workers=1)
+    with ld, ADLLoop(ld, url="http://127.0.0.1:9", node="n16", curve=STEEP, interval_s=3600) as adl:
+        for epoch in range(3):
+            for i, _batch in enumerate(adl.iterate()):
+                time.sleep(0.01)
+                if epoch == 1 and i == 5:
+                    time.sleep(1.0)  # validation within the epoch
+                    adl.pause()
+            time.sleep(1.0)  # validation after the epoch
+        stats = adl.controller.meter.stats()
+    assert stats.steps == 3 * 12 - 3 - 1  # each epoch's first step, and the paused one, left out
+    assert stats.data_wait < 0.5
+    assert stats.throughput > 8 / 0.05

@@ -101,3 +101,31 @@ def test_refusals_are_logged_once_and_never_raised(tmp_path, caplog):
             assert client.register(node="r", curve=STEEP) is None
             assert client.heartbeat(throughput=1.0, workers=1) is None
         assert len(caplog.records) == 1 and "401" in caplog.records[0].getMessage()
+
+
+def test_a_new_registration_applies_the_plan_again_though_its_id_was_seen(tmp_path):
+    """A second run with the same client (one ADLCallback, two fits) registers the job again; its loader
+    may run at any count, so the node's plan, unchanged since the first run applied it, is new again."""
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, ServiceClient(srv.url, token="s3cret") as client:
+        client.register(node="twice", curve=STEEP, job_id="twice-a", requested_workers=1)
+        (plan,) = recompute(srv.url)
+        first = client.heartbeat(throughput=50.0, workers=1)
+        assert first.new and first.plan_id == plan["plan_id"]
+        assert client.finish()
+        client.register(node="twice", curve=STEEP, requested_workers=1)  # the same job id, the same plan
+        again = client.heartbeat(throughput=50.0, workers=1)
+        assert again.new and again.plan_id == first.plan_id and again.workers == first.workers
+        assert not client.heartbeat(throughput=50.0, workers=again.workers).new
+
+
+def test_a_service_away_before_any_plan_is_logged_without_a_plan_id(tmp_path, caplog):
+    server = LiveServer(create_app(service_settings(tmp_path))).__enter__()
+    client = ServiceClient(server.url, token="s3cret", sleep=lambda s: None)
+    client.register(node="early", curve=STEEP, job_id="early-a", requested_workers=2)
+    assert client.last is not None and client.last.plan_id is None  # no recompute yet: no plan
+    server.__exit__(None, None, None)
+    with caplog.at_level(logging.WARNING, logger="adlrec.client"):
+        client.heartbeat(throughput=50.0, workers=2)
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "keeping 2 workers (the service has not planned this job yet)" in message and "None" not in message
+    client.close()

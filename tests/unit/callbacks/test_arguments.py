@@ -18,10 +18,24 @@ CURVE = [10.0, 50.0, 90.0]
         ({"gpus": True}, ValueError, "ADLLoop: gpus: Input should be a valid integer, got True"),
         ({"gpus": "2"}, ValueError, "ADLLoop: gpus: Input should be a valid integer, got '2'"),
         ({"weight": object()}, ValueError, "ADLLoop: the registration must be plain numbers, strings and lists"),
-        ({"interval_s": "5"}, ValueError, "interval_s must be a number of seconds > 0, got '5'"),
+        (
+            {"interval_s": "5"},
+            ValueError,
+            "interval_s must be a finite number of seconds > 0 (at most 9223372036), got '5'",
+        ),
+        # Event.wait(inf) raises OverflowError in the heartbeat thread, which then never beats
+        ({"interval_s": float("inf")}, ValueError, "ADLLoop: interval_s must be a finite number of seconds > 0"),
+        ({"interval_s": float("nan")}, ValueError, "interval_s must be a finite number of seconds > 0"),
+        ({"interval_s": 1e300}, ValueError, "(at most 9223372036), got 1e+300"),
         ({"url": "127.0.0.1:8470"}, ValueError, "url must be the service's http(s) address"),
         ({"url": "htp://127.0.0.1:8470"}, ValueError, "got 'htp://127.0.0.1:8470'"),
         ({"url": ""}, ValueError, "url must be the service's http(s) address"),
+        ({"url": "http://h:abc"}, ValueError, "ADLLoop: url must have a port from 1 to 65535 (or none)"),
+        ({"url": "http://h:99999"}, ValueError, "url must have a port from 1 to 65535 (or none), e.g. "),
+        ({"url": "http://h:0"}, ValueError, "got 'http://h:0'"),
+        ({"token": 5}, TypeError, "ADLLoop: token must be a string (the service's token), got a int"),
+        ({"node": ""}, ValueError, "ADLLoop: node must be the node's name at the service"),
+        ({"node": "  "}, ValueError, "or None for this host's name, got '  '"),
     ],
 )
 def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, error, message):
@@ -54,8 +68,50 @@ def test_a_job_must_say_what_its_curve_is_and_poll_at_a_positive_interval():
         ADLLoop(Indices(8))
     with pytest.raises(ValueError, match="exactly one of probe= .* or curve="):
         ADLLoop(Indices(8), curve=CURVE, probe={"ceiling": 1.0})
-    with pytest.raises(ValueError, match="interval_s must be a number of seconds > 0, got 0"):
+    with pytest.raises(ValueError, match="interval_s must be a finite number of seconds > 0 .*, got 0"):
         ADLLoop(Indices(8), curve=CURVE, interval_s=0)
+
+
+def test_a_controller_refuses_an_interval_its_heartbeat_thread_cannot_wait():
+    from adlrec.callbacks import Controller
+
+    with pytest.raises(ValueError, match="Controller: interval_s must be a finite number of seconds > 0"):
+        Controller(object(), "n", interval_s=float("inf"))
+
+
+def test_urls_with_a_good_port_or_none_are_taken():
+    for url in ("http://h:1", "http://h:65535", "https://h", "http://[::1]:8470/"):
+        assert ADLLoop(Indices(8), curve=CURVE, url=url).controller.client.url == url
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("http://h:abc", "ADLLoop: the environment's ADLREC_SERVICE_URL (url= not given) must have a port from 1"),
+        ("http://h:99999", "ADLREC_SERVICE_URL (url= not given) must have a port from 1 to 65535 (or none)"),
+        ("", "ADLLoop: the environment's ADLREC_SERVICE_URL (url= not given) must be the service's http(s) address"),
+    ],
+)
+def test_a_bad_url_from_the_environment_names_the_variable(monkeypatch, value, says):
+    monkeypatch.setenv("ADLREC_SERVICE_URL", value)
+    with pytest.raises(ValueError) as exc:
+        ADLLoop(Indices(8), curve=CURVE)
+    assert says in str(exc.value)
+    with pytest.raises(ValueError, match="ADLLoop: url must"):  # given as url=, it is named so
+        ADLLoop(Indices(8), curve=CURVE, url=value)
+
+
+def test_the_environment_gives_the_url_and_the_token_when_the_arguments_do_not(monkeypatch):
+    monkeypatch.setenv("ADLREC_SERVICE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ADLREC_SERVICE_TOKEN", "s3cret")
+    client = ADLLoop(Indices(8), curve=CURVE).controller.client
+    assert client.url == "http://127.0.0.1:9" and client._http.headers["Authorization"] == "Bearer s3cret"
+
+
+@pytest.mark.parametrize("loader", ["notaloader", b"bytes", 5, None])
+def test_a_loader_that_yields_no_batches_is_refused_naming_it(loader):
+    with pytest.raises(TypeError, match=r"ADLLoop: loader must be the training loop's loader, an iterable of batches"):
+        ADLLoop(loader, curve=CURVE)
 
 
 def test_iterate_outside_the_with_block_says_how_to_use_it():
@@ -112,7 +168,10 @@ def test_the_default_node_is_the_host_name_made_a_valid_node_name(monkeypatch, h
     [
         (["nonexist.py"], "nonexist.py: no such file"),
         (["{tiny}", "--workers", "-1"], "num_workers must be a whole number >= 0, got -1"),
-        (["{tiny}", "--interval", "0"], "interval_s must be a number of seconds > 0, got 0.0"),
+        (
+            ["{tiny}", "--interval", "0"],
+            "interval_s must be a finite number of seconds > 0 (at most 9223372036), got 0.0",
+        ),
     ],
 )
 def test_the_example_scripts_say_a_mistake_in_one_line(tmp_path, tiny_job_path, script, args, says):
@@ -128,3 +187,40 @@ def test_the_example_scripts_say_a_mistake_in_one_line(tmp_path, tiny_job_path, 
     assert done.returncode == 2, done.stderr
     assert done.stderr.endswith("\n") and done.stderr.splitlines()[-1].startswith(f"{script}: error: ")
     assert says in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("script", ["train_loop.py", "train_lightning.py"])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--interval", "inf"], "interval_s must be a finite number of seconds > 0"),
+        (["--url", "http://h:abc"], "url must have a port from 1 to 65535"),
+        (["--node", ""], "node must be the node's name at the service"),
+    ],
+)
+def test_the_example_scripts_check_their_arguments_before_they_probe(tmp_path, tiny_job_path, script, args, says):
+    """The probe takes seconds: a mistake in an argument is reported before it, not after."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    marked = tmp_path / "marked_job.py"  # the tiny job, leaving a mark when a sample is loaded (as a probe does)
+    text = tiny_job_path.read_text()
+    hook = "    def __getitem__(self, i: int):\n"
+    assert hook in text
+    marked.write_text(
+        text.replace(hook, hook + '        Path(os.environ["TINY_MARK"]).touch()\n').replace(
+            "from pathlib import Path\n", "import os\nfrom pathlib import Path\n", 1
+        )
+    )
+    mark = tmp_path / "probed"
+    path = Path(__file__).resolve().parents[3] / "examples" / script
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true", "TINY_MARK": str(mark)}
+    done = subprocess.run(
+        [sys.executable, str(path), str(marked), *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"{script}: error: ") and says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not mark.exists(), "the script probed the job before it checked its arguments"

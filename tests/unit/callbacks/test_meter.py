@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -35,6 +36,51 @@ def test_batch_samples_reads_the_first_tensor():
     assert batch_samples((torch.zeros(7, 3), torch.zeros(7))) == 7
     assert batch_samples({"x": torch.zeros(5, 2)}) == 5
     assert batch_samples([1, 2, 3]) == 3
+
+
+@pytest.mark.parametrize(
+    ("batch", "samples"),
+    [
+        (torch.zeros(6, 3), 6),
+        ((torch.zeros(6, 3), torch.zeros(6)), 6),
+        ([torch.zeros(6, 3), torch.zeros(6)], 6),  # default_collate makes a sample's tuple a list
+        ({"x": torch.zeros(6, 2), "y": torch.zeros(6)}, 6),
+        ({"text": ["a", "b", "c"], "y": torch.zeros(3)}, 3),  # a tensor field, wherever it is
+        ({"text": ["a", "b", "c"]}, 3),
+        ((["a", "b", "c"], torch.zeros(3)), 3),  # collated strings stay a list: not 1 (its first string's length)
+        (["a", "b", "c"], 3),
+        ([{"x": torch.zeros(4)}, {"x": torch.zeros(4)}], 2),  # samples not collated: not 4 (a sample's size)
+        ([(torch.zeros(4), 0), (torch.zeros(4), 1), (torch.zeros(4), 0)], 3),
+        ([1, 2, 3], 3),
+        ([], 0),
+        (torch.tensor(5.0), 1),  # a scalar
+        (np.zeros((5, 2)), 5),
+    ],
+)
+def test_batch_samples_counts_the_samples_of_each_kind_of_batch(batch, samples):
+    assert batch_samples(batch) == samples
+
+
+def test_a_pause_leaves_the_next_step_out():
+    """Validation or a checkpoint between two steps is neither a step nor a wait for data."""
+    m = LoopMeter(window=10)
+    t = 0.0
+    m.done(t, 8)
+    for _ in range(3):
+        m.fetched(t + 0.01)
+        t += 0.04
+        m.done(t, 8)
+    m.pause()  # validation: 5 s
+    t += 5.0
+    m.fetched(t + 0.01)
+    t += 0.04
+    m.done(t, 8)  # the origin again, as the first step
+    m.fetched(t + 0.01)
+    t += 0.04
+    m.done(t, 8)
+    s = m.stats()
+    assert s.steps == 4 and s.data_wait == pytest.approx(0.25) and s.throughput == pytest.approx(8 / 0.04)
+    assert s.samples_total == 6 * 8
 
 
 def test_a_new_worker_count_starts_a_new_window_without_the_switching_step():
