@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Sampler, _utils
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-from adlrec.loader.pacing import ForkPacer, StartCancelled
+from adlrec.loader.pacing import ForkPacer
 from adlrec.loader.schedule import Schedule
 from adlrec.loader.workers import WorkerGate
 from adlrec.loader.zygote import Zygote
@@ -44,6 +44,30 @@ class PoolIterator(_MultiProcessingDataLoaderIter):
     """
 
     _shutdown = True
+
+    def __init__(self, loader: DataLoader) -> None:
+        try:
+            super().__init__(loader)
+        except BaseException:
+            self._stop_half_made()
+            raise
+
+    def _stop_half_made(self) -> None:
+        """A start that failed part-way: stop the workers it did start now, not when (or where) the
+        garbage collector finds this object; torch's own shutdown assumes a finished __init__."""
+        self._shutdown = True
+        if getattr(self, "_worker_pids_set", False):
+            _utils.signal_handling._remove_worker_pids(id(self))
+            self._worker_pids_set = False
+        workers = getattr(self, "_workers", [])
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
+        for w in workers:
+            w.join(timeout=_utils.MP_STATUS_CHECK_INTERVAL)
+        for q in getattr(self, "_index_queues", []):
+            q.cancel_join_thread()
+            q.close()
 
 
 class BatchRange(Sampler[list[int]]):
@@ -149,6 +173,8 @@ class Pool:
         t = time.perf_counter()
         try:
             self.it = iter(self.loader)
+        except RuntimeError as exc:  # torch's threads (queue feeders, pin memory): out of processes
+            self.start_error = OSError(errno.EAGAIN, str(exc)) if "can't start new thread" in str(exc) else exc
         except BaseException as exc:  # re-raised in the loop's thread by wait_started
             self.start_error = exc
         self.start_s = time.perf_counter() - t - (self.pacer.waited_s if self.pacer is not None else 0.0)
@@ -175,8 +201,7 @@ def shutdown(pool: Pool) -> None:
     if pool.starter is not None:
         pool.starter.join()
         pool.starter = None
-    if isinstance(pool.start_error, StartCancelled):
-        pool.start_error = None  # its traceback holds torch's half-made iterator, whose workers then stop
+    pool.start_error = None  # its traceback holds torch's half-made iterator, whose workers then stop
     it, pool.it = pool.it, None
     if it is None:  # a pool kept between epochs: its loader holds the iterator
         it = getattr(pool.loader, "_iterator", None)

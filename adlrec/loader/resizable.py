@@ -223,7 +223,7 @@ class EpochIterator:
         self.loader = loader
         self.generation = generation
         self.taken = 0  # batches this iterator handed out
-        self.ended = False  # it reached its epoch's end (or its loader was closed or loaded a state)
+        self.ended = False  # it handed out its epoch's last batch
 
     def __iter__(self) -> EpochIterator:
         return self
@@ -241,6 +241,7 @@ class EpochIterator:
             self.ended = True
             raise
         self.taken += 1
+        self.ended = self.loader._consumed >= len(self.loader)  # its last batch: a newer iter() cuts nothing short
         return batch
 
     def __len__(self) -> int:
@@ -366,7 +367,7 @@ class ResizableLoader:
         dataset: Dataset[Any],
         batch_size: int = 1,
         *,
-        shuffle: bool = False,
+        shuffle: bool | None = False,
         seed: int | None = None,
         sampler: Iterable[int] | None = None,
         drop_last: bool = False,
@@ -405,7 +406,6 @@ class ResizableLoader:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         multiprocessing_context = check_context(multiprocessing_context)
         for name, value in (
-            ("shuffle", shuffle),
             ("drop_last", drop_last),
             ("pin_memory", pin_memory),
             ("persistent_workers", persistent_workers),
@@ -414,6 +414,7 @@ class ResizableLoader:
         ):
             check_flag(name, value)
         check_flag("fork_server", fork_server, none_ok=True)
+        check_flag("shuffle", shuffle, none_ok=True)  # None: DataLoader's default, no shuffling
         check_function("collate_fn", collate_fn)
         check_function("worker_init_fn", worker_init_fn)
         sampler = check_sampler(sampler)
@@ -434,7 +435,7 @@ class ResizableLoader:
         self.split_pools = split_pools
         self.sampler = EpochSampler(
             len(dataset),  # type: ignore[arg-type]
-            shuffle=shuffle,
+            shuffle=bool(shuffle),
             seed=draw_seed() if seed is None else seed,
             sampler=sampler,
         )
@@ -460,6 +461,7 @@ class ResizableLoader:
         self._process_gb = 0.0  # this process's resident memory at the epoch's start (a fork's cost grows with it)
         self._zygote_on = bool(fork_server)  # whether this epoch's resizes fork from a zygote (fork_server)
         self._serving: int | None = None  # workers of the pool that served the last batch
+        self._retry: int | None = None  # a count that could not start, tried again at the next epoch's start
         self._warned: set[int] = set()  # worker counts already warned of as more than the cores
         self._warn_oversubscribed(num_workers)
 
@@ -540,7 +542,8 @@ class ResizableLoader:
             raise
         self._consumed += 1
         self._yielded = True
-        self._serving = pools.schedule.stretch_at(position).workers
+        serving = pools.schedule.stretch_at(position)  # a stand-in's share is loaded here, not by workers
+        self._serving = sum(w for p, w in zip(serving.pools, serving.weights, strict=True) if p not in pools.stand_ins)
         self._retire_done()
         if pools.zygote is not None and self._workers == 0:
             pools.retire_idle_zygote()
@@ -569,9 +572,11 @@ class ResizableLoader:
             return pool
 
     def _stand_in(self, pool_ids: Sequence[int], workers: int, exc: BaseException) -> None:
-        """Pools ``pool_ids`` (``workers`` in all) could not start (``exc``): in-process pools serve their share of the epoch, and
-        the loader goes on with the workers that did start.  Nothing is lost or repeated, the training loop
-        sees no error, and a plan the system cannot run leaves the running pools running."""
+        """Pools ``pool_ids`` (``workers`` in all) could not start (``exc``): in-process pools serve their
+        share of the epoch, and the loader goes on with the workers that did start.  Nothing is lost or
+        repeated, the training loop sees no error, and a plan the system cannot run leaves the running
+        pools running.  The count asked for is tried again at the next epoch's start (a shortage of files
+        or processes often passes), unless another count is asked for first."""
         pools, schedule = self._pools, self._pools.schedule
         assert schedule is not None
         for pool_id in pool_ids:
@@ -587,15 +592,19 @@ class ResizableLoader:
         live = {p.id: p.workers for p in pools.live}
         last = schedule.last
         going_on = sum(w for p, w in zip(last.pools, last.weights, strict=True) if live.get(p, 0) > 0)
+        asked = self._workers if self._retry is None else self._retry
         log.warning(
-            "ResizableLoader: could not start %d DataLoader worker%s (%s: %s); going on with %d (no sample is lost)",
+            "ResizableLoader: could not start %d DataLoader worker%s (%s: %s); going on with %d (no sample is "
+            "lost), %d again at the next epoch's start",
             workers,
             "" if workers == 1 else "s",
             type(exc).__name__,
-            exc,
+            str(exc),  # not the exception: a handler keeping records would keep torch's half-made iterator
             going_on,
+            asked,
         )
         self.resize(going_on)
+        self._retry = asked if asked != going_on else None
 
     def _start_epoch(self) -> None:
         """Begin an epoch: its order and batches.  Its workers start with its first batch (:meth:`_open_epoch`).
@@ -632,7 +641,10 @@ class ResizableLoader:
         except (OSError, psutil.Error):  # /proc unreadable (out of open files): the last epoch's figure will do
             pass
         self._zygote_on = self._process_gb >= AUTO_ZYGOTE_GB if self.fork_server is None else self.fork_server
-        pools, workers = self._pools, self._workers  # read once: request_resize may set it from another thread
+        with self._lock:  # read once: request_resize may set it from another thread
+            if self._retry is not None:  # a count that could not start last epoch: try it again
+                self._workers, self._retry = self._retry, None
+            pools, workers = self._pools, self._workers
         kept, pools.kept = pools.kept, []
         if not (kept and sum(p.workers for p in kept) == workers):
             for pool in kept:
@@ -646,7 +658,10 @@ class ResizableLoader:
             # persistent pools kept, their zygote is kept too: it holds the dataset as their workers do.
             zygote = pools.zygote_for(self._shared())
             if zygote is not None:
-                zygote.ensure_running()
+                try:
+                    zygote.ensure_running()
+                except START_ERRORS as exc:  # the epoch's workers fork from here; a resize tries the zygote again
+                    log.warning("ResizableLoader: could not fork the zygote (%s: %s)", type(exc).__name__, exc)
         if kept:
             # persistent pools: the same weave from the start of the new epoch
             stretch = Stretch(start, tuple(p.id for p in kept), tuple(p.workers for p in kept))
@@ -854,6 +869,7 @@ class ResizableLoader:
             self.cores = cores
         self._warn_oversubscribed(num_workers)
         self._workers = num_workers
+        self._retry = None  # a count asked for now replaces one that could not start
         pools = self._pools
         schedule = pools.schedule
         if self._batches is None or schedule is None or schedule.last.workers == num_workers:
@@ -948,8 +964,8 @@ class ResizableLoader:
         self._warn_oversubscribed(num_workers)
         with self._lock:
             self._requested = num_workers
-        if self._batches is None:
-            self._workers = num_workers
+            if self._batches is None:
+                self._workers, self._retry = num_workers, None
 
     # -- state -----------------------------------------------------------------------------------
 

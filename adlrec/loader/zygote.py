@@ -29,6 +29,7 @@ training process dies.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import selectors
@@ -224,7 +225,16 @@ class Zygote:
                 alive_r, alive_w = os.pipe()
                 _ALIVE_W.add(alive_w)  # at once: a fork from another thread must not keep it (nor does the zygote)
                 _OBJECTS[self.token] = self.objects
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except BaseException:
+                    _ALIVE_W.discard(alive_w)
+                    _OBJECTS.pop(self.token, None)
+                    for fd in (alive_r, alive_w):
+                        os.close(fd)
+                    ours.close()
+                    theirs.close()
+                    raise
                 if pid == 0:  # the zygote; the fork hook has closed alive_w here
                     code = 1
                     try:
@@ -421,7 +431,10 @@ class _ZygotePopen(ForkPopen):
         self.finalizer = util.Finalize(self, util.close_fds, (keep_w, self.sentinel))
         with open(data_w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
-        pid = _read_signed(self.sentinel)
+        try:
+            pid = _read_signed(self.sentinel)
+        except EOFError as exc:  # the zygote died (out of files or memory, the OOM killer): a failed start
+            raise ConnectionResetError(errno.ECONNRESET, str(exc)) from None
         if pid < 0:
             raise OSError("the zygote could not fork a worker (see its traceback above)")
         self.pid = pid

@@ -31,7 +31,7 @@ def flat(batches) -> list[int]:
         ({"cores": "0,1"}, TypeError, "cores must be a sequence of core numbers"),
         ({"cores": []}, ValueError, "cores must name at least one core"),
         ({"drop_last": "no"}, TypeError, "drop_last must be True or False, got 'no'"),
-        ({"shuffle": 1}, TypeError, "shuffle must be True or False, got 1"),
+        ({"shuffle": 1}, TypeError, "shuffle must be True, False or None, got 1"),
         ({"persistent_workers": None}, TypeError, "persistent_workers must be True or False, got None"),
         ({"fork_server": "yes"}, TypeError, "fork_server must be True, False or None, got 'yes'"),
         ({"collate_fn": 3}, TypeError, "collate_fn must be a function or None, got 3"),

@@ -121,3 +121,13 @@ def test_an_iterator_replaced_mid_epoch_by_a_newer_iter_is_an_error_not_a_shorte
     it = iter(loader)
     loader.close()  # closing (or loading a state) ends the epoch on purpose: its iterator just stops
     assert list(it) == []
+    whole = iter(loader)
+    taken = [next(whole) for _ in range(len(loader))]  # every batch, without asking past the last
+    iter(loader)
+    with pytest.raises(StopIteration):  # it cut nothing short: it just ends
+        next(whole)
+    assert flat(taken) == list(range(10))
+
+
+def test_shuffle_none_is_dataloaders_default_no_shuffling():
+    assert flat(ResizableLoader(Indices(6), batch_size=2, shuffle=None)) == list(range(6))
