@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     fetch_sample_files: int = Field(default=256, ge=1)
     # Seed for sample order and job randomness.
     seed: int = 0
+    # Seconds a profiling DataLoader waits for a worker's batch before the sweep stops with an error:
+    # generous for a slow real dataset (a remote read, a large decode), but a worker that never answers
+    # must not hang the sweep forever.
+    worker_timeout_s: float = Field(default=120.0, gt=0)
 
     # -- the allocation service (`adlrec serve`, docs/service.md) ------------------------------
     # Interface the service binds; anything but loopback needs service_token.

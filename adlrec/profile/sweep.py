@@ -39,10 +39,6 @@ from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
 
 __all__ = ["Progress", "default_max_workers", "profile_job"]
 
-# How long a DataLoader waits for a worker's batch before giving up: generous for a slow real dataset
-# (a remote read, a large decode), but a worker that never answers must not hang the sweep forever.
-WORKER_TIMEOUT_S = 120.0
-
 
 @dataclass(frozen=True)
 class Progress:
@@ -139,7 +135,7 @@ class JobBench:
             worker_init_fn=worker_init if workers else None,
             prefetch_factor=2 if workers else None,
             generator=torch.Generator().manual_seed(seed),
-            timeout=WORKER_TIMEOUT_S if workers else 0,
+            timeout=self.settings.worker_timeout_s if workers else 0,
             # fork where the platform has it: workers inherit the job's module, which adlrec imports
             # from a path, so spawned workers could not unpickle the job's classes.
             multiprocessing_context=_FORK if workers else None,
@@ -162,8 +158,9 @@ class JobBench:
             if not _timed_out(exc.__cause__):
                 raise
             raise JobContractError(
-                f"{self.job.path.name}: no batch came from the DataLoader workers in {WORKER_TIMEOUT_S:g} s: "
-                "a __getitem__ or collate_fn that never returns, or a worker that lost its batch"
+                f"{self.job.path.name}: no batch came from the DataLoader workers in {self.settings.worker_timeout_s:g} s "
+                "(ADLREC_WORKER_TIMEOUT_S): a __getitem__ or collate_fn that never returns, or a worker that lost "
+                "its batch"
             ) from exc.__cause__
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)

@@ -40,8 +40,8 @@ def write_job(folder: Path, getitem: str = "pass", extra: str = "") -> Path:
     return path
 
 
-def bench(path: Path, tmp_path: Path) -> JobBench:
-    settings = Settings(data_dir=tmp_path / "data", warmup_s=0.0, min_batches=2)
+def bench(path: Path, tmp_path: Path, **settings_kw) -> JobBench:
+    settings = Settings(data_dir=tmp_path / "data", warmup_s=0.0, min_batches=2, **settings_kw)
     return JobBench(load_job(path, data_dir=tmp_path / "data"), parse_device("emulate:1"), settings)
 
 
@@ -62,8 +62,8 @@ def test_an_unpicklable_batch_is_refused_before_workers_would_hang(tmp_path):
 
 
 def test_a_worker_that_never_answers_times_out_as_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr("adlrec.profile.sweep.WORKER_TIMEOUT_S", 1.0)
-    # each worker's first item blocks for 20 s: far past the (patched) timeout, yet bounded, so that
+    monkeypatch.setenv("ADLREC_WORKER_TIMEOUT_S", "1")  # the setting, as a user sets it
+    # each worker's first item blocks for 20 s: far past the timeout, yet bounded, so that
     # without the backstop this test ends (and fails) instead of hanging
     blocking = """
         import time
@@ -72,7 +72,10 @@ def test_a_worker_that_never_answers_times_out_as_one_line(tmp_path, monkeypatch
             time.sleep(20)
     """
     b = bench(write_job(tmp_path, blocking), tmp_path)
-    with pytest.raises(JobContractError, match=r"^model.py: no batch came from the DataLoader workers in 1 s: "):
+    with pytest.raises(
+        JobContractError,
+        match=r"^model.py: no batch came from the DataLoader workers in 1 s \(ADLREC_WORKER_TIMEOUT_S\): ",
+    ):
         b.loader_alone(1, 0.2)
 
 
