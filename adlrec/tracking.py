@@ -443,7 +443,9 @@ class ModelRegistry:
     def load(self, alias: str = CHAMPION) -> tuple[Any, str] | None:
         """The pyfunc model at ``models:/adlrec-throughput@alias`` and its version, or None when no version
         has the alias.  A version that has it but cannot be loaded (its artifacts deleted or moved) raises
-        ``TrackingError``: predicting with another model than the one asked for would hide that."""
+        ``TrackingError``: predicting with another model than the one asked for would hide that.  So does
+        one whose pickled model this adlrec cannot unpickle (written by another version of adlrec, or
+        damaged): unpickling raises whatever the bytes lead to (AttributeError, ValueError, ...)."""
         try:
             mv = self.client.get_model_version_by_alias(MODEL_NAME, alias)
         except MlflowException:
@@ -451,10 +453,14 @@ class ModelRegistry:
         try:
             with _uris(self.tracking_uri), _quiet("mlflow.pyfunc"):
                 return mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@{alias}"), str(mv.version)
-        except (OSError, MlflowException) as exc:
+        except Exception as exc:
+            if isinstance(exc, (OSError, MlflowException)):
+                why = "its artifacts may have been deleted or moved"
+            else:
+                why = "its model may have been written by another version of adlrec, or damaged"
             raise TrackingError(
                 f"{MODEL_NAME} v{mv.version} (@{alias}) in {self.tracking_uri} cannot be loaded: "
-                f"{type(exc).__name__}: {_first_line(exc)}; its artifacts may have been deleted or moved: "
+                f"{type(exc).__name__}: {_first_line(exc)}; {why}: "
                 f"`adlrec model fit` registers a new version and moves @{alias} to it"
             ) from exc
 

@@ -247,3 +247,31 @@ def test_a_champion_whose_spec_this_adlrec_cannot_train_is_replaced_and_named(tm
     assert again.champion_broken.startswith('whose spec {"depth": 3, "kind": "ancient"} this adlrec cannot train: ')
     assert "unknown model kind 'ancient'" in again.champion_broken
     assert registry.champion().version == "2"
+
+
+def test_a_champion_this_adlrec_cannot_unpickle_is_one_line_and_the_next_fit_replaces_it(
+    tmp_path, tiny_job_path, capsys
+):
+    """A version pickled by another adlrec (a model class it had and this one lacks) raised AttributeError out
+    of MLflow's unpickling: a traceback from predict, and from every fit, so the champion could not be replaced."""
+    uri = f"sqlite:///{tmp_path / 'u.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=3)), SPEC, registry, sources="test")
+    (pickled,) = (tmp_path / "artifacts").rglob("python_model.pkl")
+    pickled.write_bytes(b"cadlrec.predict.models\nModelOfAnotherAdlrec\n.")  # pickle: a class this adlrec lacks
+    capsys.readouterr()
+
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main(["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"adlrec: error: {MODEL_NAME} v1 (@champion) in {uri} cannot be loaded: AttributeError: ")
+    assert "written by another version of adlrec" in err
+
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=3))], folder)
+    fit = ["model", "fit", "--profiles", str(folder), "--tracking-uri", uri, "--hparam", "n_estimators=40"]
+    assert main(fit) == 0
+    out = capsys.readouterr().out
+    assert "moved @champion to it (was v1, whose model can no longer be loaded)" in out
+    assert registry.load()[1] == "2"
