@@ -360,7 +360,7 @@ def _requirements() -> list[str]:
 @dataclass(frozen=True)
 class Champion:
     version: str
-    spec: dict[str, Any]
+    spec: dict[str, Any] | None  # None: no readable adlrec.spec tag (a version adlrec did not register)
     run_id: str | None
 
 
@@ -377,12 +377,13 @@ class ModelRegistry:
             mv = self.client.get_model_version_by_alias(MODEL_NAME, CHAMPION)
         except MlflowException:
             return None  # no registered model, or no alias yet
-        spec = json.loads(mv.tags.get(SPEC_TAG, "{}")) or None
-        if spec is None:
-            raise TrackingError(
-                f"{MODEL_NAME} version {mv.version} has no {SPEC_TAG} tag; it was not registered by adlrec"
-            )
-        return Champion(version=str(mv.version), spec=spec, run_id=mv.run_id)
+        try:
+            spec = json.loads(mv.tags.get(SPEC_TAG, "null"))
+        except ValueError:
+            spec = None
+        return Champion(
+            version=str(mv.version), spec=spec if isinstance(spec, dict) and spec else None, run_id=mv.run_id
+        )
 
     def register(
         self,

@@ -127,11 +127,12 @@ def _cmd_model(args: argparse.Namespace) -> int:
         champion = registry.champion()
         for mv in versions:
             mark = "  champion" if champion and champion.version == str(mv.version) else ""
-            ape = mv.tags.get("cv_median_ape")
-            ape_text = f"{float(ape):.1%}" if ape else "?"
-            console.print(
-                f"v{mv.version}  {mv.tags.get('adlrec.spec', '')}  cv median APE {ape_text}{mark}", markup=False
-            )
+            try:
+                ape_text = f"{float(mv.tags['cv_median_ape']):.1%}"
+            except (KeyError, ValueError):  # a version adlrec did not register
+                ape_text = "?"
+            spec = mv.tags.get("adlrec.spec") or "(no adlrec.spec: not registered by adlrec)"
+            console.print(f"v{mv.version}  {spec}  cv median APE {ape_text}{mark}", markup=False)
         return 0
 
     from adlrec.predict.fit import fit_and_register, gather_curves

@@ -51,13 +51,16 @@ def gather_curves(profiles_dir: Path | None, tracker: Any | None, skipped: list[
 def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: Any, sources: str) -> FitOutcome:
     """Cross-validate ``spec``, register it, and move the champion alias to it if it wins, or if the current
     champion cannot be used: its model cannot be loaded (its artifacts deleted), so ``adlrec predict``
-    would refuse it, or its spec is one this adlrec cannot train (an older kind or hyperparameter)."""
+    would refuse it, its spec is one this adlrec cannot train (an older kind or hyperparameter), or it has
+    no spec at all (a version registered under adlrec's name by something else)."""
     evaluation = cross_validate(spec, curves)
     if not all(math.isfinite(v) for v in evaluation.metrics().values()):  # Curve refuses a 0: cannot happen
         raise ValueError(f"cross validation of {spec} gave non-finite metrics {evaluation.metrics()}")
     champion = registry.champion()
     champion_eval, broken = None, None
-    if champion is not None:
+    if champion is not None and champion.spec is None:
+        broken = "which has no adlrec.spec tag: it was not registered by adlrec"
+    elif champion is not None:
         try:
             champion_eval = cross_validate(champion.spec, curves)
         except ValueError as exc:

@@ -275,3 +275,28 @@ def test_a_champion_this_adlrec_cannot_unpickle_is_one_line_and_the_next_fit_rep
     out = capsys.readouterr().out
     assert "moved @champion to it (was v1, whose model can no longer be loaded)" in out
     assert registry.load()[1] == "2"
+
+
+@pytest.mark.parametrize("tag", [None, "not json", "[]"])
+def test_a_champion_adlrec_did_not_register_is_listed_and_replaced_by_the_next_fit(tmp_path, capsys, tag):
+    """A champion with no readable adlrec.spec tag (registered under adlrec's name by hand or another tool) made
+    `model list` and every `model fit` exit 1, so nothing in adlrec could list or replace it."""
+    uri = f"sqlite:///{tmp_path / 'f.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=3)), SPEC, registry, sources="test")
+    if tag is None:
+        registry.client.delete_model_version_tag(MODEL_NAME, "1", SPEC_TAG)
+    else:
+        registry.client.set_model_version_tag(MODEL_NAME, "1", SPEC_TAG, tag)
+    registry.client.set_model_version_tag(MODEL_NAME, "1", "cv_median_ape", "n/a")
+    capsys.readouterr()
+
+    assert main(["model", "list", "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out.startswith("v1  ")
+
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=3))], folder)
+    assert main(["model", "fit", "--kind", "analytic", "--profiles", str(folder), "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "moved @champion to it (was v1, which has no adlrec.spec tag: it was not registered by adlrec)" in out
+    assert registry.champion().version == "2" and [str(mv.version) for mv in registry.versions()] == ["1", "2"]
