@@ -25,9 +25,10 @@ from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.simulate.contention import cpu_share, effective_throughput, saturation_workers
 from adlrec.simulate.records import JobResult, Node, SimConfig, SimResult, TraceJob
 
-__all__ = ["SimulationError", "simulate"]
+__all__ = ["MAX_INTERVALS", "SimulationError", "simulate"]
 
 _EPS = 1e-9
+MAX_INTERVALS = 100_000  # decision intervals one replay may run through (69 days at the default 60 s)
 
 
 class SimulationError(ValueError):
@@ -52,8 +53,13 @@ def simulate(
     node: Node,
     config: SimConfig | None = None,
     name: str = "",
+    max_intervals: int = MAX_INTERVALS,
 ) -> SimResult:
-    """Replay ``trace`` on ``node``, deciding with ``policy``; ``name`` labels the result."""
+    """Replay ``trace`` on ``node``, deciding with ``policy``; ``name`` labels the result.
+
+    A trace whose jobs would run past ``max_intervals`` decision intervals raises
+    :class:`SimulationError`: before replaying when even full speed cannot end a job in time, else
+    once the replay gets there (a mistyped ``work_samples`` would otherwise replay for hours)."""
     config = config or SimConfig()
     for j in trace:
         if j.gpus > node.gpus:
@@ -61,6 +67,7 @@ def simulate(
     order = {j.job_id: i for i, j in enumerate(trace)}
     if len(order) != len(trace):
         raise SimulationError("job ids in a trace must be unique")
+    _check_length(trace, config, max_intervals)
     pending = deque(sorted(trace, key=lambda j: (j.arrival_s, order[j.job_id])))
     queue: deque[TraceJob] = deque()
     running: list[_Running] = []
@@ -71,7 +78,7 @@ def simulate(
     free_gpus = node.gpus
     decisions = resizes = 0
     busy_gpu_s = held_gpu_s = active_s = samples = share_s = 0.0
-    stuck = 0
+    stuck = ticks = 0
     redecide = True
 
     while pending or queue or running:
@@ -130,6 +137,14 @@ def simulate(
             redecide = True
         if t >= next_tick - _EPS:
             redecide = True
+            ticks += 1
+            if ticks > max_intervals:
+                ids = ", ".join(r.job.job_id for r in running)
+                raise SimulationError(
+                    f"under policy {name or 'given'}, jobs {ids} still run after {max_intervals:,} intervals of "
+                    f"{config.interval_s:g} s ({_days(max_intervals * config.interval_s)}); expected a trace that "
+                    "ends sooner (less work_samples, or a longer --interval)"
+                )
             next_tick += config.interval_s
             if next_tick <= t + _EPS:  # past several ticks at once (the node sat idle): jump, do not step
                 next_tick += config.interval_s * math.floor((t + _EPS - next_tick) / config.interval_s)
@@ -154,6 +169,30 @@ def simulate(
         resizes=resizes,
         mean_cpu_share=share_s / active_s if active_s > 0 else 1.0,
     )
+
+
+def _check_length(trace: Sequence[TraceJob], config: SimConfig, max_intervals: int) -> None:
+    """Refuse, before replaying, a job that cannot end within ``max_intervals`` intervals even at full
+    speed, or that arrives so late that adding an interval to its time changes nothing (the clock
+    would never pass it)."""
+    for j in trace:
+        if j.arrival_s + config.interval_s == j.arrival_s:
+            raise SimulationError(
+                f"job {j.job_id!r} arrives at {j.arrival_s:g} s, where adding {config.interval_s:g} s to a time "
+                "changes nothing; expected a smaller arrival_s"
+            )
+        least = j.work_samples / j.peak  # seconds at full speed
+        if least / config.interval_s > max_intervals:
+            raise SimulationError(
+                f"job {j.job_id!r} needs at least {_days(least)} at full speed ({j.work_samples:g} samples at "
+                f"{j.peak:g}/s), more than {max_intervals:,} intervals of {config.interval_s:g} s; expected "
+                "less work_samples, or a longer --interval"
+            )
+
+
+def _days(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{days:,.1f} days" if days < 1e6 else f"{days:.3g} days"
 
 
 def _decide(

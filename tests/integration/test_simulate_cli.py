@@ -141,3 +141,22 @@ def test_an_unknown_published_table_is_a_one_line_error(profiles, capsys):
     assert main(["trace", "generate", "--curves", "nope", "--profiles", str(profiles), *NODE]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--curves 'nope': no table" in err and "choose from measured" in err
+
+
+@pytest.mark.parametrize(
+    "arrival,work,message",
+    [
+        ("0", "1e12", "job 'j1' needs at least"),  # a mistyped work_samples replayed for hours
+        ("1e300", "100", "job 'j1' arrives at 1e+300 s"),  # the replay's clock never passed it: a hang
+    ],
+)
+def test_a_trace_too_long_to_replay_is_refused_at_once(tmp_path, profiles, capsys, arrival, work, message):
+    import time
+
+    bad = tmp_path / "long.csv"
+    bad.write_text(f"job_id,arrival_s,work_samples,profile,gpus,requested_workers\nj1,{arrival},{work},fast,1,8\n")
+    start = time.monotonic()
+    assert main(["simulate", str(bad), "--profiles", str(profiles), *NODE, "--policy", "even"]) == 2
+    assert time.monotonic() - start < 30
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"cannot simulate {bad} on this node: {message}" in err

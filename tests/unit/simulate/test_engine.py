@@ -114,3 +114,23 @@ def test_a_job_that_can_never_progress_is_reported():
 def test_a_job_larger_than_the_node_is_refused():
     with pytest.raises(SimulationError, match="asks for 4 GPUs"):
         simulate([job("a", gpus=4)], even, Node(cores=8, gpus=2))
+
+
+def test_a_replay_that_runs_past_max_intervals_stops_with_an_error():
+    """A job left at 0 workers runs at T(0) = 1/s, far below its 1000/s peak: the upfront check
+    (full speed) lets it through, and the replay itself stops after max_intervals ticks."""
+    slow = TraceJob("slow", 0.0, 5_000.0, (1.0, 1000.0), gpus=1, requested_workers=0)
+    config = SimConfig(interval_s=10.0, threshold=0.0)
+    with pytest.raises(SimulationError, match=r"jobs slow still run after 100 intervals of 10 s"):
+        simulate([slow], fixed, Node(cores=2, gpus=1), config, name="fixed", max_intervals=100)
+    assert simulate([slow], fixed, Node(cores=2, gpus=1), config, max_intervals=1_000).makespan_s == 5_000.0
+
+
+def test_a_job_that_cannot_end_in_max_intervals_even_at_full_speed_is_refused_before_replaying():
+    with pytest.raises(SimulationError, match=r"job 'a' needs at least .* more than 10 intervals of 60 s"):
+        simulate([job("a", work=200.0 * 60 * 11)], even, Node(cores=4, gpus=1), SimConfig(), max_intervals=10)
+
+
+def test_an_arrival_too_large_to_add_an_interval_to_is_refused():
+    with pytest.raises(SimulationError, match=r"arrives at 1e\+300 s, where adding 60 s to a time changes nothing"):
+        simulate([job("a", arrival=1e300)], even, Node(cores=4, gpus=1), SimConfig())
