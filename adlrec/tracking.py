@@ -111,6 +111,11 @@ class Tracker:
                 "the MLflow store's folder",
                 "--data-dir, ADLREC_DATA_DIR or --tracking-uri",
             )
+            if Path(tracking_uri.removeprefix("sqlite:///")).is_dir():  # MLflow would retry it for 100 s
+                raise UsageError(
+                    f"tracking store {tracking_uri!r}: a folder, not a database file; expected "
+                    "sqlite:///path/mlflow.db (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+                )
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
         try:
             self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
@@ -124,6 +129,15 @@ class Tracker:
             raise UsageError(
                 f"tracking store {tracking_uri!r}: {why}; expected sqlite:///path/mlflow.db, another database URI "
                 "or an MLflow server's http(s):// address (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+            ) from None
+        except Exception as exc:  # the database itself: a file that is not SQLite, a folder, no access
+            if not type(exc).__module__.startswith("sqlalchemy"):
+                raise
+            cause = _first_line(getattr(exc, "orig", None) or exc)
+            raise UsageError(
+                f"tracking store {tracking_uri!r}: cannot be opened as an MLflow database ({cause}); expected "
+                "sqlite:///path/mlflow.db, another database URI or an MLflow server's http(s):// address (set by "
+                "--tracking-uri or MLFLOW_TRACKING_URI)"
             ) from None
 
     # -- experiment ------------------------------------------------------------------------

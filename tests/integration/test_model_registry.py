@@ -300,3 +300,25 @@ def test_a_champion_adlrec_did_not_register_is_listed_and_replaced_by_the_next_f
     out = capsys.readouterr().out
     assert "moved @champion to it (was v1, which has no adlrec.spec tag: it was not registered by adlrec)" in out
     assert registry.champion().version == "2" and [str(mv.version) for mv in registry.versions()] == ["1", "2"]
+
+
+@pytest.mark.parametrize("what", ["a text file", "a folder"])
+def test_a_tracking_uri_that_is_no_database_is_one_line_exit_2_and_is_left_alone(tmp_path, tiny_job_path, capsys, what):
+    """sqlite:/// of a file that is not SQLite was a SQLAlchemy traceback (exit 1); of a folder, 100 s of
+    MLflow's retry warnings and then that traceback."""
+    path = tmp_path / "notes.db"
+    if what == "a folder":
+        path.mkdir()
+    else:
+        path.write_text("my notes\n")
+    uri = f"sqlite:///{path}"
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    for argv in (["model", "list"], ["model", "fit"], ["predict", *job, "--data-dir", str(tmp_path / "d")]):
+        assert main([*argv, "--tracking-uri", uri]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"adlrec: error: tracking store {uri!r}: "), err
+        assert "expected sqlite:///path/mlflow.db" in err
+    if what == "a folder":
+        assert list(path.iterdir()) == []
+    else:
+        assert path.read_text() == "my notes\n"
