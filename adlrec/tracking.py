@@ -8,6 +8,8 @@ readers only ever return complete runs.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
@@ -118,7 +120,8 @@ class Tracker:
                 )
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
         try:
-            self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+            with _store_lock(tracking_uri):
+                self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
         except (MlflowException, ImportError) as exc:  # a URI MLflow has no store for, or lacks the driver of
             if isinstance(exc, ImportError):
                 why = f"its database driver {exc.name!r} is not installed"
@@ -157,7 +160,13 @@ class Tracker:
             location = None
             if self.artifact_root is not None and _is_local(self.tracking_uri):
                 location = (self.artifact_root / self.experiment).resolve().as_uri()
-            return self.client.create_experiment(self.experiment, artifact_location=location)
+            try:
+                return self.client.create_experiment(self.experiment, artifact_location=location)
+            except MlflowException:  # another command created it since we looked: use that one
+                exp = self.client.get_experiment_by_name(self.experiment)
+                if exp is None or exp.lifecycle_stage == "deleted":
+                    raise
+                return exp.experiment_id
         except MlflowException as exc:
             raise UsageError(f"tracking store {self.tracking_uri}: {_first_line(exc)}") from exc
 
@@ -294,6 +303,22 @@ def _all_runs(client: MlflowClient, exp_id: str, query: str) -> Iterator[Any]:
         token = page.token
         if not token:
             return
+
+
+@contextlib.contextmanager
+def _store_lock(tracking_uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on a SQLite store's folder while MLflow opens the store: opening a new
+    store creates its tables by migrations, and two commands started together on one new store both
+    migrated it and failed (alembic's "expected to match one row", "duplicate column name")."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    fd = os.open(Path(tracking_uri.removeprefix("sqlite:///")).parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _is_local(uri: str) -> bool:

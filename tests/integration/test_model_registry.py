@@ -322,3 +322,27 @@ def test_a_tracking_uri_that_is_no_database_is_one_line_exit_2_and_is_left_alone
         assert list(path.iterdir()) == []
     else:
         assert path.read_text() == "my notes\n"
+
+
+def test_fits_started_together_on_a_new_store_all_register(tmp_path):
+    """Each fit opened the new SQLite store and migrated it, and created experiment adlrec-models: started
+    together, all but one failed (an alembic traceback, 'duplicate column name', 'experiment already exists')."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=3))], folder)
+    uri = f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}"
+    argv = [sys.executable, "-m", "adlrec.cli", "model", "fit", "--kind", "analytic", "--profiles", str(folder)]
+    fits = [
+        subprocess.Popen(
+            [*argv, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    done = [(p.wait(timeout=240), p.stderr.read()) for p in fits]
+    assert [rc for rc, _ in done] == [0, 0, 0, 0], [err[-600:] for _, err in done]
+    assert sorted(int(mv.version) for mv in ModelRegistry(uri).versions()) == [1, 2, 3, 4]
