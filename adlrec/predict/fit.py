@@ -57,16 +57,7 @@ def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: An
     if not all(math.isfinite(v) for v in evaluation.metrics().values()):  # Curve refuses a 0: cannot happen
         raise ValueError(f"cross validation of {spec} gave non-finite metrics {evaluation.metrics()}")
     champion = registry.champion()
-    champion_eval, broken = None, None
-    if champion is not None and champion.spec is None:
-        broken = "which has no adlrec.spec tag: it was not registered by adlrec"
-    elif champion is not None:
-        try:
-            champion_eval = cross_validate(champion.spec, curves)
-        except ValueError as exc:
-            broken = f"whose spec {json.dumps(champion.spec, sort_keys=True)} this adlrec cannot train: {exc}"
-        if broken is None and not registry.loadable():
-            broken = "whose model can no longer be loaded"
+    champion_eval, broken = _judge(champion, curves, registry)
     model = make_model(spec).fit([c.features for c in curves], [c.throughput for c in curves])
     run_id, version = registry.register(
         model,
@@ -75,7 +66,15 @@ def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: An
         champion_metrics=champion_eval.metrics() if champion_eval else None,
         example=curves[0].features.to_dict() | {"workers": 1},
     )
-    promoted = champion_eval is None or broken is not None or evaluation.median_ape < champion_eval.median_ape
+    while True:
+        promoted = champion_eval is None or broken is not None or evaluation.median_ape < champion_eval.median_ape
+        # Another fit may have moved the alias while this one trained and registered: judge against that
+        # champion instead, or a fit started earlier would take the alias from a better model.
+        now = registry.champion()
+        if (now.version if now else None) == (champion.version if champion else None):
+            break
+        champion = now
+        champion_eval, broken = _judge(champion, curves, registry)
     if promoted:
         registry.set_champion(version)
     return FitOutcome(
@@ -87,3 +86,18 @@ def fit_and_register(curves: Sequence[Curve], spec: dict[str, Any], registry: An
         promoted=promoted,
         champion_broken=broken,
     )
+
+
+def _judge(champion: Any, curves: Sequence[Curve], registry: Any) -> tuple[Evaluation | None, str | None]:
+    """The champion's spec cross-validated on ``curves``, or why the champion cannot be used."""
+    if champion is None:
+        return None, None
+    if champion.spec is None:
+        return None, "which has no adlrec.spec tag: it was not registered by adlrec"
+    try:
+        champion_eval = cross_validate(champion.spec, curves)
+    except ValueError as exc:
+        return None, f"whose spec {json.dumps(champion.spec, sort_keys=True)} this adlrec cannot train: {exc}"
+    if not registry.loadable():
+        return champion_eval, "whose model can no longer be loaded"
+    return champion_eval, None

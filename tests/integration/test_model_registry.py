@@ -346,3 +346,22 @@ def test_fits_started_together_on_a_new_store_all_register(tmp_path):
     done = [(p.wait(timeout=240), p.stderr.read()) for p in fits]
     assert [rc for rc, _ in done] == [0, 0, 0, 0], [err[-600:] for _, err in done]
     assert sorted(int(mv.version) for mv in ModelRegistry(uri).versions()) == [1, 2, 3, 4]
+
+
+def test_a_fit_judges_the_champion_another_fit_set_while_it_registered(tmp_path):
+    """A fit compared itself with the champion it saw when it started: a better fit that finished in between
+    lost @champion to it (here: interp took the alias from learned, though it scores worse)."""
+    uri = f"sqlite:///{tmp_path / 'r.db'}"
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+
+    class RacedRegistry(ModelRegistry):  # the real store; another fit finishes while this one registers
+        def register(self, *args, **kwargs):
+            registered = super().register(*args, **kwargs)
+            other = fit_and_register(curves, SPEC, ModelRegistry(uri, artifact_root=tmp_path / "a"), sources="other")
+            assert other.promoted and other.version == "2"
+            return registered
+
+    slow = fit_and_register(curves, {"kind": "interp"}, RacedRegistry(uri, artifact_root=tmp_path / "a"), sources="t")
+    assert slow.version == "1" and slow.previous_champion == "2"
+    assert slow.evaluation.median_ape > slow.champion_evaluation.median_ape and not slow.promoted
+    assert ModelRegistry(uri).champion().version == "2"
