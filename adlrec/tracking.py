@@ -454,7 +454,12 @@ class ModelRegistry:
                 table = Path(tmp) / "evaluation.csv"
                 pd.DataFrame(list(evaluation.rows)).to_csv(table, index=False)
                 self.client.log_artifact(run_id, str(table))
-            with _uris(self.tracking_uri), mlflow.start_run(run_id=run_id), _quiet("mlflow.pyfunc"):
+            with (
+                _uris(self.tracking_uri),
+                mlflow.start_run(run_id=run_id),
+                _quiet("mlflow.pyfunc"),
+                _without_registration_notes(),
+            ):
                 info = mlflow.pyfunc.log_model(
                     name="model",
                     python_model=ThroughputPyfunc(model),
@@ -532,6 +537,24 @@ class _quiet:
 
     def __exit__(self, *exc: object) -> None:
         self.logger.setLevel(self.level)
+
+
+@contextlib.contextmanager
+def _without_registration_notes() -> Iterator[None]:
+    """MLflow prints "Successfully registered model ...", "Registered model ... already exists. Creating a
+    new version ..." and "Created version ..." to stderr, beside the version `adlrec model fit` reports on
+    stdout: keep them out, and pass on anything else written to stderr meanwhile."""
+    import io
+    import sys
+
+    notes = ("Successfully registered model ", "Registered model ", "Created version ")
+    caught = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(caught):
+            yield
+    finally:
+        rest = [line for line in caught.getvalue().splitlines(keepends=True) if not line.startswith(notes)]
+        sys.stderr.write("".join(rest))
 
 
 class _uris:

@@ -365,3 +365,24 @@ def test_a_fit_judges_the_champion_another_fit_set_while_it_registered(tmp_path)
     assert slow.version == "1" and slow.previous_champion == "2"
     assert slow.evaluation.median_ape > slow.champion_evaluation.median_ape and not slow.promoted
     assert ModelRegistry(uri).champion().version == "2"
+
+
+def test_model_fit_leaves_stderr_to_adlrec(tmp_path, capsys):
+    """MLflow's "Successfully registered model", "... already exists. Creating a new version" and "Created
+    version" lines came on stderr beside the stdout line that already says which version was registered."""
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=3))], folder)
+    fit = [
+        "model",
+        "fit",
+        "--kind",
+        "analytic",
+        "--profiles",
+        str(folder),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'q.db'}",
+    ]
+    for version in (1, 2):
+        assert main(fit) == 0
+        captured = capsys.readouterr()
+        assert captured.err == "" and f"registered {MODEL_NAME} v{version}" in captured.out
