@@ -104,6 +104,25 @@ def _parse_hparams(items: Sequence[str]) -> dict:
     return out
 
 
+def _fit_flags(args: argparse.Namespace) -> tuple[dict, Path | None]:
+    """The spec to fit and the profiles folder, from ``model fit``'s flags; a mistake is a UsageError."""
+    if args.kind != "learned" and args.hparam:
+        raise UsageError("--hparam applies to --kind learned only")
+    spec = {"kind": args.kind} | _parse_hparams(args.hparam)
+    if args.kind == "learned":
+        from adlrec.predict.models import LearnedModel
+
+        spec = LearnedModel(**{k: v for k, v in spec.items() if k != "kind"}).spec()
+    folder = args.profiles
+    if folder is None:
+        folder = Path("profiles") if Path("profiles").is_dir() else None
+    elif folder.exists() and not folder.is_dir():
+        raise UsageError(f"--profiles {folder}: a file, not a folder; expected a folder of exported profiles")
+    elif not folder.is_dir():
+        raise UsageError(f"--profiles {folder}: no such folder; expected a folder of exported profiles")
+    return spec, folder
+
+
 def _skipped_summary(skipped: Sequence[str]) -> str:
     """``skipped 5 profiles: 5 swept to fewer than 2 workers (...)``, the commonest reasons first."""
     if not skipped:
@@ -117,6 +136,8 @@ def _skipped_summary(skipped: Sequence[str]) -> str:
 def _cmd_model(args: argparse.Namespace) -> int:
     from adlrec.tracking import MODEL_NAME, ModelRegistry
 
+    if args.model_command == "fit":
+        spec, folder = _fit_flags(args)  # before the store is opened: a mistyped flag creates no store
     settings, tracker = tracker_from(args)
     registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
     console = stdout()
@@ -138,18 +159,6 @@ def _cmd_model(args: argparse.Namespace) -> int:
     from adlrec.predict.fit import fit_and_register, gather_curves
     from adlrec.predict.report import fit_table
 
-    if args.kind != "learned" and args.hparam:
-        raise UsageError("--hparam applies to --kind learned only")
-    spec = {"kind": args.kind} | _parse_hparams(args.hparam)
-    if args.kind == "learned":
-        from adlrec.predict.models import LearnedModel
-
-        spec = LearnedModel(**{k: v for k, v in spec.items() if k != "kind"}).spec()
-    folder = args.profiles
-    if folder is None:
-        folder = Path("profiles") if Path("profiles").is_dir() else None
-    elif not folder.is_dir():
-        raise UsageError(f"--profiles {folder}: no such folder; expected a folder of exported profiles")
     skipped: list[str] = []
     curves = gather_curves(folder, tracker, skipped)
     where = f"{folder}/ and {tracker.tracking_uri}" if folder else tracker.tracking_uri

@@ -386,3 +386,21 @@ def test_model_fit_leaves_stderr_to_adlrec(tmp_path, capsys):
         assert main(fit) == 0
         captured = capsys.readouterr()
         assert captured.err == "" and f"registered {MODEL_NAME} v{version}" in captured.out
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--hparam", "max_depth=0"], "--hparam max_depth=0: expected a whole number >= 1"),
+        (["--kind", "interp", "--hparam", "max_depth=2"], "--hparam applies to --kind learned only"),
+        (["--profiles", "missing"], "--profiles missing: no such folder; expected a folder of exported profiles"),
+        (["--profiles", "a.json"], "--profiles a.json: a file, not a folder; expected a folder of exported profiles"),
+    ],
+)
+def test_a_mistyped_fit_flag_creates_no_store(tmp_path, monkeypatch, capsys, flags, message):
+    """The store (mlflow.db, its folder) was created before the flags were checked."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.json").write_text("{}")
+    assert main(["model", "fit", *flags, "--data-dir", str(tmp_path / "new")]) == 2
+    assert capsys.readouterr().err == f"adlrec: error: {message}\n"
+    assert not (tmp_path / "new").exists()
