@@ -120,7 +120,7 @@ def simulate(
         progressed = dt > 0 and any(r.rate > 0 for r in running)
         t = t_next
 
-        finished = [r for r in running if r.remaining <= _EPS * r.job.work_samples]
+        finished = [r for r in running if _done(r, t)]
         for r in finished:
             running.remove(r)
             free_gpus += r.job.gpus
@@ -175,10 +175,11 @@ def _check_length(trace: Sequence[TraceJob], config: SimConfig, max_intervals: i
     """Refuse, before replaying, a job that cannot end within ``max_intervals`` intervals even at full
     speed, or that arrives so late that adding an interval to its time changes nothing (the clock
     would never pass it)."""
+    step = min(config.interval_s, config.resize_s or config.interval_s)  # the shortest span the clock must add
     for j in trace:
-        if j.arrival_s + config.interval_s == j.arrival_s:
+        if j.arrival_s + step == j.arrival_s:
             raise SimulationError(
-                f"job {j.job_id!r} arrives at {j.arrival_s:g} s, where adding {config.interval_s:g} s to a time "
+                f"job {j.job_id!r} arrives at {j.arrival_s:g} s, where adding {step:g} s to a time "
                 "changes nothing; expected a smaller arrival_s"
             )
         least = j.work_samples / j.peak  # seconds at full speed
@@ -188,6 +189,15 @@ def _check_length(trace: Sequence[TraceJob], config: SimConfig, max_intervals: i
                 f"{j.peak:g}/s), more than {max_intervals:,} intervals of {config.interval_s:g} s; expected "
                 "less work_samples, or a longer --interval"
             )
+
+
+def _done(r: _Running, t: float) -> bool:
+    """Whether ``r`` has finished at ``t``: no work left, or so little that the time it takes is below
+    the clock's resolution at ``t`` (at large times, e.g. arrivals as Unix milliseconds, the step to
+    its completion rounds to zero and it would otherwise never complete)."""
+    if r.remaining <= _EPS * r.job.work_samples:
+        return True
+    return r.rate > 0 and r.stall_s <= 0 and t + r.remaining / r.rate <= t
 
 
 def _days(seconds: float) -> str:
