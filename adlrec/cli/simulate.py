@@ -99,7 +99,8 @@ def add_commands(sub) -> None:
         "--jobs", type=number(int, 1, maximum=10_000), default=40, help="number of jobs, at most 10,000 (default 40)"
     )
     gen.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    gen.add_argument("--out", type=Path, default=Path("trace.csv"), help="file to write (default trace.csv)")
+    gen.add_argument("--out", type=Path, default=Path("trace.csv"), help="file to write; a new one (default trace.csv)")
+    gen.add_argument("--force", action="store_true", help="replace --out if it exists")
     _node_args(gen)
     gen.add_argument(
         "--load",
@@ -237,6 +238,8 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from adlrec.simulate import Node, TraceSpec, format_trace, generate_trace
     from adlrec.simulate.generate import trace_profiles
 
+    if args.out.exists() and not args.out.is_dir() and not args.force:  # a hand-edited trace is not lost
+        raise UsageError(f"--out {args.out} already exists; expected a new file, or --force to replace it")
     files, _ = _profiles(args.profiles)
     source = f"profiles drawn from {args.profiles}"
     derived = (

@@ -160,3 +160,15 @@ def test_a_trace_too_long_to_replay_is_refused_at_once(tmp_path, profiles, capsy
     assert time.monotonic() - start < 30
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"cannot simulate {bad} on this node: {message}" in err
+
+
+def test_trace_generate_does_not_replace_an_existing_file_without_force(tmp_path, profiles, capsys):
+    edited = tmp_path / "trace.csv"
+    edited.write_text("job_id,arrival_s,work_samples,profile,gpus,requested_workers\nmine,0,100,fast,1,8\n")
+    args = ["trace", "generate", "--out", str(edited), "--profiles", str(profiles), *NODE]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"adlrec: error: --out {edited} already exists; expected a new file, or --force to replace it"
+    assert "mine,0,100" in edited.read_text()  # the hand-made trace is kept
+    assert main([*args, "--force"]) == 0
+    assert "mine,0,100" not in edited.read_text() and "wrote 40 jobs" in capsys.readouterr().out
