@@ -162,7 +162,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         read_trace,
     )
 
-    names = [n.strip() for n in args.policy.split(",") if n.strip()]
+    names = list(dict.fromkeys(n.strip() for n in args.policy.split(",") if n.strip()))  # each once, in order
     unknown = [n for n in names if n not in POLICIES]
     if unknown or not names:
         raise UsageError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(POLICIES))}")

@@ -172,3 +172,13 @@ def test_trace_generate_does_not_replace_an_existing_file_without_force(tmp_path
     assert "mine,0,100" in edited.read_text()  # the hand-made trace is kept
     assert main([*args, "--force"]) == 0
     assert "mine,0,100" not in edited.read_text() and "wrote 40 jobs" in capsys.readouterr().out
+
+
+def test_a_policy_named_twice_runs_and_is_logged_once(trace, profiles, store, capsys):
+    from adlrec.tracking import Tracker
+
+    args = ["simulate", str(trace), "--profiles", str(profiles), *NODE, "--policy", "even,optimal,even"]
+    assert main(args + ["--log-mlflow", "--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]) == 0
+    assert capsys.readouterr().out.count("│ even") == 1
+    (run,) = Tracker(store["uri"], "adlrec-simulations").runs()
+    assert run.data.params["policies"] == "even,optimal"  # was "even,optimal,even": not what ran
