@@ -201,6 +201,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.schemas import ENOUGH_SHARE, json_text
     from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
 
+    if args.no_log and not args.compare:
+        raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
     settings = settings_from(args, point_budget_s=args.budget)
     check_server(settings.resolved_tracking_uri)  # before the probe, not after it
     job, device = job_and_device(args, settings)

@@ -404,3 +404,13 @@ def test_a_mistyped_fit_flag_creates_no_store(tmp_path, monkeypatch, capsys, fla
     assert main(["model", "fit", *flags, "--data-dir", str(tmp_path / "new")]) == 2
     assert capsys.readouterr().err == f"adlrec: error: {message}\n"
     assert not (tmp_path / "new").exists()
+
+
+def test_predict_no_log_without_compare_is_a_usage_error(tmp_path, tiny_job_path, capsys):
+    """--no-log ("with --compare: do not log the sweep") was accepted alone and did nothing."""
+    argv = ["predict", str(tiny_job_path), "--no-log", "--data-dir", str(tmp_path / "d")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "adlrec: error: --no-log applies to --compare only (without it, predict logs nothing)\n"
+    )
+    assert not (tmp_path / "d").exists()
