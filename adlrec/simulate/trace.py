@@ -152,9 +152,15 @@ def parse_trace(text: str, source: str = "trace") -> list[TraceRow]:
         if header is None:
             missing = [c for c in REQUIRED_COLUMNS if c not in cells]
             unknown = [c for c in cells if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
-            if missing or unknown or len(set(cells)) != len(cells):
+            repeated = sorted({c for c in cells if cells.count(c) > 1})
+            if missing or unknown or repeated:
+                wrong = "; ".join(
+                    f"{what} {', '.join(repr(c) for c in cols)}"
+                    for what, cols in (("missing", missing), ("unknown", unknown), ("repeated", repeated))
+                    if cols
+                )
                 raise UsageError(
-                    f"{source} line {n}: expected a header with columns {','.join(REQUIRED_COLUMNS)} "
+                    f"{source} line {n}: {wrong}; expected a header with columns {','.join(REQUIRED_COLUMNS)} "
                     f"(optional: {','.join(OPTIONAL_COLUMNS)}), got {raw.strip()!r}"
                 )
             header = cells

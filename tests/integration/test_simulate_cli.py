@@ -182,3 +182,20 @@ def test_a_policy_named_twice_runs_and_is_logged_once(trace, profiles, store, ca
     assert capsys.readouterr().out.count("│ even") == 1
     (run,) = Tracker(store["uri"], "adlrec-simulations").runs()
     assert run.data.params["policies"] == "even,optimal"  # was "even,optimal,even": not what ran
+
+
+@pytest.mark.parametrize(
+    "header,wrong",
+    [
+        ("job_id,arrival_s,work_samples,profile,gpus", "missing 'requested_workers'"),
+        ("job_id,arrival_s,work_samples,profile,GPUs,requested_workers", "missing 'gpus'; unknown 'GPUs'"),
+        ("job_id,arrival_s,work_samples,profile,gpus,requested_workers,", "unknown ''"),
+        ("job_id,arrival_s,work_samples,profile,gpus,requested_workers,gpus", "repeated 'gpus'"),
+    ],
+)
+def test_a_bad_header_names_the_columns_that_are_wrong(tmp_path, profiles, capsys, header, wrong):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"{header}\nj1,0,100,fast,1,8\n")
+    assert main(["simulate", str(bad), "--profiles", str(profiles), *NODE]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"adlrec: error: {bad} line 1: {wrong}; expected a header")
