@@ -123,6 +123,10 @@ def _fit_flags(args: argparse.Namespace) -> tuple[dict, Path | None]:
     return spec, folder
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _skipped_summary(skipped: Sequence[str]) -> str:
     """``skipped 5 profiles: 5 swept to fewer than 2 workers (...)``, the commonest reasons first."""
     if not skipped:
@@ -166,8 +170,8 @@ def _cmd_model(args: argparse.Namespace) -> int:
     workloads = {c.group for c in curves}
     if len(workloads) < 2:
         raise UsageError(
-            f"need curves of at least 2 workloads to cross-validate; found {len(curves)} curves of "
-            f"{len(workloads)} in {where}" + (f"; {why}" if why else "")
+            f"need curves of at least 2 workloads to cross-validate; found {_count(len(curves), 'curve')} of "
+            f"{_count(len(workloads), 'workload')} in {where}" + (f"; {why}" if why else "")
         )
     if why:
         print(f"adlrec: {why}", file=sys.stderr)

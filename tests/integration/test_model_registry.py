@@ -208,7 +208,7 @@ def test_fit_says_why_it_found_no_curves(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'n.db'}"
     assert main(["model", "fit", "--profiles", str(folder), "--tracking-uri", uri]) == 2
     assert capsys.readouterr().err == (
-        f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 in {folder}/ and "
+        f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 workloads in {folder}/ and "
         f"{uri}; skipped 2 profiles: 2 swept to fewer than 2 workers (the model's features need 0, 1 and 2)\n"
     )
 
@@ -414,3 +414,15 @@ def test_predict_no_log_without_compare_is_a_usage_error(tmp_path, tiny_job_path
         "adlrec: error: --no-log applies to --compare only (without it, predict logs nothing)\n"
     )
     assert not (tmp_path / "d").exists()
+
+
+def test_fit_with_curves_of_one_workload_counts_them_in_words(tmp_path, capsys):
+    """It said 'found 1 curves of 1 in ...'."""
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun("0" * 32, synthetic_profiles(workloads=1)[0])], folder)
+    uri = f"sqlite:///{tmp_path / 'o.db'}"
+    assert main(["model", "fit", "--profiles", str(folder), "--tracking-uri", uri]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 1 curve of 1 workload in "
+        f"{folder}/ and {uri}\n"
+    )
