@@ -57,9 +57,10 @@ def simulate(
 ) -> SimResult:
     """Replay ``trace`` on ``node``, deciding with ``policy``; ``name`` labels the result.
 
-    A trace whose jobs would run past ``max_intervals`` decision intervals raises
-    :class:`SimulationError`: before replaying when even full speed cannot end a job in time, else
-    once the replay gets there (a mistyped ``work_samples`` would otherwise replay for hours)."""
+    A job that cannot end within ``max_intervals`` decision intervals even at full speed raises
+    :class:`SimulationError` before replaying; a replay that runs through ``max_intervals`` plus ten
+    times the intervals the whole trace needs at full speed raises it there (a mistyped
+    ``work_samples`` would otherwise replay for hours)."""
     config = config or SimConfig()
     for j in trace:
         if j.gpus > node.gpus:
@@ -67,6 +68,7 @@ def simulate(
     order = {j.job_id: i for i, j in enumerate(trace)}
     if len(order) != len(trace):
         raise SimulationError("job ids in a trace must be unique")
+    limit = max_intervals + 10 * math.ceil(_ideal_s(trace, node) / config.interval_s)
     _check_length(trace, config, max_intervals)
     pending = deque(sorted(trace, key=lambda j: (j.arrival_s, order[j.job_id])))
     queue: deque[TraceJob] = deque()
@@ -138,11 +140,11 @@ def simulate(
         if t >= next_tick - _EPS:
             redecide = True
             ticks += 1
-            if ticks > max_intervals:
+            if ticks > limit:
                 ids = ", ".join(r.job.job_id for r in running)
                 raise SimulationError(
-                    f"under policy {name or 'given'}, jobs {ids} still run after {max_intervals:,} intervals of "
-                    f"{config.interval_s:g} s ({_days(max_intervals * config.interval_s)}); expected a trace that "
+                    f"under policy {name or 'given'}, jobs {ids} still run after {limit:,} intervals of "
+                    f"{config.interval_s:g} s ({_days(limit * config.interval_s)}); expected a trace that "
                     "ends sooner (less work_samples, or a longer --interval)"
                 )
             next_tick += config.interval_s
@@ -169,6 +171,16 @@ def simulate(
         resizes=resizes,
         mean_cpu_share=share_s / active_s if active_s > 0 else 1.0,
     )
+
+
+def _ideal_s(trace: Sequence[TraceJob], node: Node) -> float:
+    """A lower bound on the replay's length: every job at full speed from its arrival, and the GPUs
+    busy all the time."""
+    if not trace:
+        return 0.0
+    t0 = min(j.arrival_s for j in trace)
+    last = max(j.arrival_s - t0 + j.work_samples / j.peak for j in trace)
+    return max(last, sum(j.gpus * j.work_samples / j.peak for j in trace) / node.gpus)
 
 
 def _check_length(trace: Sequence[TraceJob], config: SimConfig, max_intervals: int) -> None:
