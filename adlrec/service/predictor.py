@@ -48,6 +48,7 @@ class Predictor:
         self._pyfunc: Any = None
         self._info = ModelInfo("analytic", None, alias, "analytic", "not loaded yet")
         self._registry: Any = None
+        self._unloadable: str | None = None  # the version that failed to load, not tried again until it changes
 
     @property
     def info(self) -> ModelInfo:
@@ -63,17 +64,15 @@ class Predictor:
             champ = self._registry.client.get_model_version_by_alias(MODEL_NAME, self.alias)
             version = str(champ.version)
         except Exception as exc:  # no model, no alias, or the registry is away: fall back, say why
-            note = f"no {MODEL_NAME}@{self.alias} in {self.tracking_uri} ({type(exc).__name__})"
-            was_model = self._info.version is not None
-            if self._info.note != note:
-                log.info("throughput model: analytic fallback; %s", note)
-            with self._lock:
-                self._pyfunc = None
-                self._info = ModelInfo("analytic", None, self.alias, "analytic", note)
-            return was_model
-        if version == self._info.version:
+            return self._fall_back(f"no {MODEL_NAME}@{self.alias} in {self.tracking_uri} ({type(exc).__name__})")
+        if version in (self._info.version, self._unloadable):
             return False
-        loaded = self._registry.load(self.alias)
+        try:
+            loaded = self._registry.load(self.alias)
+        except Exception as exc:  # TrackingError: a champion this adlrec cannot load (its artifacts gone, its
+            # pickle another adlrec's): the service starts and predicts with the analytic model, and says why
+            self._unloadable = version
+            return self._fall_back(str(exc), logging.ERROR)
         if loaded is None:
             return False
         pyfunc, version = loaded
@@ -82,6 +81,16 @@ class Predictor:
             self._info = ModelInfo(MODEL_NAME, version, self.alias, f"{MODEL_NAME} v{version}")
         log.info("throughput model: %s@%s is version %s", MODEL_NAME, self.alias, version)
         return True
+
+    def _fall_back(self, note: str, level: int = logging.INFO) -> bool:
+        """Predict with the analytic model from now on, ``note`` saying why; True if a model was in use."""
+        was_model = self._info.version is not None
+        if self._info.note != note:
+            log.log(level, "throughput model: analytic fallback; %s", note)
+        with self._lock:
+            self._pyfunc = None
+            self._info = ModelInfo("analytic", None, self.alias, "analytic", note)
+        return was_model
 
     def predict(self, features: ProbeFeatures, max_workers: int) -> tuple[tuple[float, ...], str]:
         """The curve for w = 0..max_workers and its source."""

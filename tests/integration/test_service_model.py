@@ -45,6 +45,32 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
 
 
+def test_a_champion_the_service_cannot_load_leaves_it_starting_on_the_analytic_model(tmp_path):
+    """A champion whose pickle this adlrec cannot load stopped `adlrec serve` at start (a traceback from the
+    lifespan) and made POST /model/refresh a 500; the service now predicts analytically and says why."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
+    (pickled,) = settings.artifact_root.rglob("python_model.pkl")
+    pickled.write_bytes(b"cadlrec.predict.models\nModelOfAnotherAdlrec\n.")  # a class this adlrec lacks
+    features = ProbeFeatures(**PROBE)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        info = http.get("/model").json()
+        assert info["source"] == "analytic" and info["version"] is None
+        assert "adlrec-throughput v1 (@champion)" in info["note"] and "cannot be loaded" in info["note"]
+        body = {"job_id": "b-a", "node": "b", "probe": PROBE, "max_workers": 6}
+        job = http.post("/jobs", json=body, headers=AUTH).json()
+        assert job["curve_source"] == "analytic"
+        assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+        assert http.post("/model/refresh", headers=AUTH).json()["source"] == "analytic"  # was a 500
+
+        outcome = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
+        registry.set_champion(outcome.version)  # a loadable champion: the next refresh takes it
+        assert http.post("/model/refresh", headers=AUTH).json()["version"] == "2"
+        assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
+
+
 def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
 
