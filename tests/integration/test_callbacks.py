@@ -168,18 +168,21 @@ def _tiny_module(on_step=None):
     return Tiny()
 
 
-def _trainer(tmp_path, cb):
+def _trainer(tmp_path, cb, **kw):
     import lightning as L
 
     return L.Trainer(
-        max_epochs=3,
-        accelerator="cpu",
-        callbacks=[cb],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
+        **{
+            "max_epochs": 3,
+            "accelerator": "cpu",
+            "callbacks": [cb],
+            "logger": False,
+            "enable_checkpointing": False,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "default_root_dir": tmp_path,
+        }
+        | kw
     )
 
 
@@ -418,7 +421,6 @@ def test_under_lightning_validation_and_epoch_ends_are_not_counted_as_waits_for_
     """Each epoch ends with 1 s of validation, while its 12 steps take about 0.2 s: counted as the wait
     before the next epoch's first batch, it made the data-wait share about 0.8.  (What stays is
     Lightning's own time between a step's end and the next batch: about a fifth of a 15 ms step here.)"""
-    import lightning as L
 
     model = _tiny_module()
 
@@ -429,17 +431,7 @@ def test_under_lightning_validation_and_epoch_ends_are_not_counted_as_waits_for_
     val = torch.utils.data.DataLoader(Pairs(), batch_size=24)  # 4 batches
     ld = ResizableLoader(Pairs(), batch_size=8, shuffle=True, seed=3, num_workers=1, multiprocessing_context="fork")
     cb = ADLCallback(url="http://127.0.0.1:9", node="n15", curve=STEEP, interval_s=3600)  # nothing to reach
-    trainer = L.Trainer(
-        max_epochs=3,
-        accelerator="cpu",
-        callbacks=[cb],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        default_root_dir=tmp_path,
-    )
+    trainer = _trainer(tmp_path, cb, num_sanity_val_steps=0)
     with ld:
         trainer.fit(model, train_dataloaders=ld, val_dataloaders=val)
     stats = cb.controller.meter.stats()
