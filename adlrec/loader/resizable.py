@@ -258,9 +258,8 @@ class _Pools:
         self.reapers: list[threading.Thread] = []  # shutting down drained pools off the loop's path
         self.ids = itertools.count()
         self.zygote: Zygote | None = None  # forks the workers of resizes (docs/loader.md), once one needed it
-        self.stand_ins: set[int] = (
-            set()
-        )  # in-process pools serving the live epoch's share of pools that could not start
+        # in-process pools serving the live epoch's share of pools that could not start
+        self.stand_ins: set[int] = set()
 
     def by_id(self, pool_id: int) -> Pool:
         for p in self.live:
@@ -582,8 +581,7 @@ class ResizableLoader:
         for pool_id in pool_ids:
             for failed in [p for p in pools.live if p.id == pool_id]:
                 pools.live.remove(failed)
-                failed.start_error = None  # its traceback holds torch's half-made iterator and its workers
-                shutdown(failed)
+                shutdown(failed)  # drops its start error, whose traceback held torch's half-made iterator
             stand_in = next(pools.ids)
             with schedule.lock:
                 schedule.replace(pool_id, stand_in)
