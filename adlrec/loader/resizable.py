@@ -462,6 +462,7 @@ class ResizableLoader:
         self._serving: int | None = None  # workers of the pool that served the last batch
         self._retry: int | None = None  # a count that could not start, tried again at the next epoch's start
         self._warned: set[int] = set()  # worker counts already warned of as more than the cores
+        self._shortages: set[tuple[int, int, int, str]] = set()  # start failures already warned of (_stand_in)
         self._warn_oversubscribed(num_workers)
 
     def _warn_oversubscribed(self, workers: int) -> None:
@@ -591,7 +592,12 @@ class ResizableLoader:
         last = schedule.last
         going_on = sum(w for p, w in zip(last.pools, last.weights, strict=True) if live.get(p, 0) > 0)
         asked = self._workers if self._retry is None else self._retry
-        log.warning(
+        # A lasting shortage fails the same way at every epoch's retry: one warning, the repeats at INFO.
+        shortage = (workers, going_on, asked, type(exc).__name__)
+        level = logging.INFO if shortage in self._shortages else logging.WARNING
+        self._shortages.add(shortage)
+        log.log(
+            level,
             "ResizableLoader: could not start %d DataLoader worker%s (%s: %s); going on with %d (no sample is "
             "lost), %d again at the next epoch's start",
             workers,

@@ -135,6 +135,22 @@ def test_an_epoch_whose_workers_cannot_start_runs_in_process_and_says_so(caplog)
     wait_until(lambda: live_children() <= before)
 
 
+def test_a_lasting_shortage_warns_once_and_logs_each_epochs_retry_at_info(caplog):
+    with loader(workers=2, split_pools=False) as ld:
+        with open_files_left(0), caplog.at_level(logging.INFO, logger="adlrec.loader"):
+            for _ in range(3):  # each epoch retries the 2 asked for, and fails the same way
+                assert flat(ld) == list(range(40))
+        failed = [r for r in caplog.records if "could not start 2 DataLoader workers" in r.getMessage()]
+        assert [r.levelno for r in failed] == [logging.WARNING, logging.INFO, logging.INFO]
+        caplog.clear()
+        with open_files_left(0), caplog.at_level(logging.INFO, logger="adlrec.loader"):
+            ld.resize(1)  # another count: its own shortage is news, so a warning again
+            assert flat(ld) == list(range(40))
+        assert [r.levelno for r in caplog.records] == [logging.WARNING]
+        assert "could not start 1 DataLoader worker " in caplog.text
+        assert flat(ld) == list(range(40)) and ld.num_workers == 1  # the shortage over
+
+
 def test_a_request_the_system_cannot_start_is_applied_by_the_loop_without_an_error(caplog):
     with loader(workers=2, split_pools=False, handover=1) as ld:
         it = iter(ld)
