@@ -92,12 +92,29 @@ class Busy(Dataset):
 
 
 def calibrate(ms: float) -> int:
-    """Iterations of Busy's loop that take about ``ms`` milliseconds here."""
+    """Iterations of Busy's loop that take about ``ms`` milliseconds here.
+
+    Busy is called once first: its first call also pays torch's first ``torch.full`` (several ms), which
+    once made the probe read 7x slow and the "1.5 ms" samples cost 0.2 ms.  The median of 5 probes.
+    """
     probe = 20_000
-    t = time.perf_counter()
-    Busy(1, probe)[0]
-    per_iter = (time.perf_counter() - t) / probe
-    return max(1, round(ms / 1e3 / per_iter))
+    Busy(1, 1)[0]
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        Busy(1, probe)[0]
+        times.append(time.perf_counter() - t)
+    return max(1, round(ms / 1e3 / (statistics.median(times) / probe)))
+
+
+def sample_ms(ds: Busy) -> float:
+    """What one of ``ds``'s samples costs here (median of 5, in ms): what the table's rows are labelled with."""
+    times = []
+    for i in range(5):
+        t = time.perf_counter()
+        ds[i]
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
 
 
 @dataclass
@@ -270,6 +287,7 @@ def main() -> int:
     STEP["python_s"] = args.step_python_ms / 1e3
     SPLIT["pools"] = not args.one_pool
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
+    warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's
     try:
         changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
     except ValueError:
@@ -295,6 +313,7 @@ def main() -> int:
         table.add_column(col, justify="left" if col in ("sample", "change") else "right")
     rows: list[tuple[float, float]] = []  # (make-before-break longest, control) per row
     zygote_rows: list[float] = []  # the zygote column's longest per row
+    measured: list[str] = []  # what each --sample-ms value's samples cost here, in the training process
     for sample in args.sample_ms.split(","):
         cpu_ms, _, io_ms = sample.partition("+")
         ds = Busy(
@@ -302,6 +321,7 @@ def main() -> int:
             calibrate(float(cpu_ms)),
             float(io_ms or 0) / 1e3,
         )
+        measured.append(f"{sample} ms: {sample_ms(ds):.2f} ms")
         for path in changes:
             a, b = path[-2:]
             runs = [
@@ -345,6 +365,7 @@ def main() -> int:
             )
     console = Console(width=200)
     console.print(table)
+    console.print("one sample costs here (median of 5, in the training process): " + "; ".join(measured))
     console.print(goal_summary(rows))
     better = sum(z < m for z, (m, _) in zip(zygote_rows, rows, strict=True))
     worse = sum(z > m for z, (m, _) in zip(zygote_rows, rows, strict=True))

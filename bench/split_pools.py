@@ -53,6 +53,7 @@ def main() -> int:
     if args.workers < 2 or args.batches < 1 or args.repeats < 1:
         ap.error("--workers must be >= 2 (else there is nothing to split), --batches and --repeats >= 1")
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+    warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's
     sizes = "+".join(map(str, split_workers(args.workers)))
     table = Table(
         title=f"mean time between batches, {args.workers} workers, batch {BATCH}, step {STEP_S * 1e3:g} ms "
