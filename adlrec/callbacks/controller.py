@@ -125,7 +125,13 @@ class Controller:
         self.meter.fetched(self.clock())
 
     def batch_done(self, samples: int) -> None:
-        self.meter.done(self.clock(), samples, getattr(self.loader, "serving_workers", None))
+        waited = getattr(self.loader, "waited_s", None)  # a ResizableLoader times its own waits
+        self.meter.done(
+            self.clock(),
+            samples,
+            getattr(self.loader, "serving_workers", None),
+            waited if isinstance(waited, float) else None,
+        )
 
     def pause(self) -> None:
         """Training stops between steps here (validation, a checkpoint, an epoch's end): leave the next

@@ -1,7 +1,10 @@
 """Throughput and data-wait share of a running training loop, from timestamps it is handed.
 
 The loop reports two moments per step: when its batch arrived (``fetched``) and when the step ended
-(``done``).  The wait for data is the time from the previous step's end to the batch's arrival.
+(``done``).  The wait for data is the time from the previous step's end to the batch's arrival, or,
+when ``done`` is handed the loader's own running total of time spent waiting for batches
+(``waited``: ``ResizableLoader.waited_s``), that total's growth since the previous step: a framework's
+own work between steps (Lightning's loop, other callbacks) is then not taken for a wait for data.
 Figures are over a sliding window of recent steps.  No clock inside: the caller passes ``now``.
 Thread-safe: the heartbeat thread reads a snapshot while the loop writes.
 
@@ -40,6 +43,7 @@ class LoopMeter:
         self._steps: deque[tuple[float, float, int]] = deque(maxlen=window)  # (duration, wait, samples)
         self._last_done: float | None = None
         self._fetched: float | None = None
+        self._waited: float | None = None  # the loader's waiting total at the last done, if it keeps one
         self._total = 0
         self._tag: int | None = None
         self._lock = threading.Lock()
@@ -54,17 +58,22 @@ class LoopMeter:
             self._last_done = None
             self._fetched = None
 
-    def done(self, now: float, samples: int, tag: int | None = None) -> None:
+    def done(self, now: float, samples: int, tag: int | None = None, waited: float | None = None) -> None:
         with self._lock:
             if tag != self._tag:
                 self._steps.clear()  # another worker count: start a new window, without this step
                 self._tag = tag
             elif self._last_done is not None:
-                fetched = self._fetched if self._fetched is not None else self._last_done
-                wait = max(0.0, min(fetched, now) - self._last_done)
-                self._steps.append((now - self._last_done, wait, samples))
+                if waited is not None and self._waited is not None:
+                    wait = waited - self._waited
+                else:
+                    fetched = self._fetched if self._fetched is not None else self._last_done
+                    wait = min(fetched, now) - self._last_done
+                duration = now - self._last_done
+                self._steps.append((duration, min(max(0.0, wait), max(0.0, duration)), samples))
             self._last_done = now
             self._fetched = None
+            self._waited = waited
             self._total += samples
 
     def stats(self) -> LoopStats | None:

@@ -235,11 +235,15 @@ class EpochIterator:
                 f"{self.taken} of its {len(self.loader)} batches; a ResizableLoader serves one epoch at a time "
                 "(finish or leave one loop over it before starting another)"
             )
+        clock = self.loader._clock
+        t = clock()
         try:
             batch = self.loader._next(self.generation)
         except StopIteration:
             self.ended = True
             raise
+        finally:
+            self.loader.waited_s += clock() - t
         self.taken += 1
         self.ended = self.loader._consumed >= len(self.loader)  # its last batch: a newer iter() cuts nothing short
         return batch
@@ -439,6 +443,9 @@ class ResizableLoader:
             sampler=sampler,
         )
         self._clock = clock
+        # seconds the training loop spent inside next() on this loader's iterators: waiting for batches
+        # (and loading them, with 0 workers); ADLCallback reports it as the wait for data
+        self.waited_s = 0.0
         self._workers = num_workers
         self._requested: int | None = None  # from request_resize, applied at the next batch
         self._lock = threading.Lock()

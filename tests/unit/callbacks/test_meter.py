@@ -21,6 +21,26 @@ def test_throughput_and_wait_share_from_timestamps():
     assert s.steps == 5 and s.samples_total == 48
 
 
+def test_a_loaders_own_waiting_total_is_the_wait_not_the_gap_between_steps():
+    m = LoopMeter(window=10)
+    t, waited = 100.0, 7.0
+    m.done(t, 8, waited=waited)  # the origin: its total only starts the count
+    for _ in range(4):
+        m.fetched(t + 0.03)  # 30 ms between the step's end and the batch ...
+        waited += 0.01  # ... of which the loader spent 10 ms getting it (the rest: a framework's own work)
+        t += 0.05
+        m.done(t, 8, waited=waited)
+    assert m.stats().data_wait == pytest.approx(0.2)
+    m.pause()
+    waited += 5.0  # waiting while paused (an epoch's workers starting) is not counted
+    m.done(t + 9.0, 8, waited=waited)
+    m.done(t + 9.1, 8, waited=waited + 0.5)  # more than the step took: clamped to the step
+    m.done(t + 9.2, 8, waited=waited + 0.4)  # a total that fell (another loader): no negative wait
+    s = m.stats()
+    assert s.steps == 6
+    assert s.data_wait == pytest.approx((4 * 0.01 + 0.1 + 0.0) / (4 * 0.05 + 0.2))
+
+
 def test_window_keeps_only_recent_steps():
     m = LoopMeter(window=2)
     m.done(0.0, 1)

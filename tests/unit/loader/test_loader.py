@@ -131,3 +131,18 @@ def test_an_iterator_replaced_mid_epoch_by_a_newer_iter_is_an_error_not_a_shorte
 
 def test_shuffle_none_is_dataloaders_default_no_shuffling():
     assert flat(ResizableLoader(Indices(6), batch_size=2, shuffle=None)) == list(range(6))
+
+
+def test_waited_s_counts_the_time_inside_next_and_nothing_between_batches():
+    now = [0.0]
+
+    class Ticking(Indices):
+        def __getitem__(self, i):
+            now[0] += 1.0  # loading a sample takes 1 s of the loader's clock (in-process: 0 workers)
+            return super().__getitem__(i)
+
+    ld = ResizableLoader(Ticking(10), batch_size=2, num_workers=0, clock=lambda: now[0])
+    assert ld.waited_s == 0.0
+    for _ in ld:
+        now[0] += 100.0  # the step: not a wait for data
+    assert ld.waited_s == 10.0
