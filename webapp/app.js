@@ -28,8 +28,15 @@ const h = (tag, attrs, ...kids) => el(null, tag, attrs, kids);
 const s = (tag, attrs, ...kids) => el(SVG, tag, attrs, kids);
 
 // -- formatting ----------------------------------------------------------------------------------
-const num = (x, digits = 1) =>
-  x === null || x === undefined ? "–" : Number(x).toLocaleString("en", { maximumFractionDigits: digits });
+// at most `digits` decimals, but a value under 1 keeps its significant digits (0.0025 samples/s showed as "0")
+const num = (x, digits = 1) => {
+  if (x === null || x === undefined) return "–";
+  const v = Number(x);
+  const small = v !== 0 && Math.abs(v) < 1;
+  return v.toLocaleString("en", small ? { maximumSignificantDigits: Math.max(2, digits) } : { maximumFractionDigits: digits });
+};
+// an axis tick: short (1.2B: "1,200,000,000" did not fit the margin) and exact enough that ticks differ ("0, 0, 1, 1, 1")
+const tick = (x) => Number(x).toLocaleString("en", { notation: "compact", maximumSignificantDigits: 3 });
 const pct = (x) => (x === null || x === undefined ? "–" : `${Math.round(100 * x)}%`);
 const clock = (epochS) => new Date(epochS * 1000).toLocaleTimeString("en-GB");
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
@@ -45,17 +52,30 @@ const colour = (id) => {
 };
 
 // -- the API -------------------------------------------------------------------------------------
-async function get(path) {
+async function get(path, absent = [404]) {
   const r = await fetch(new URL(path, API), { headers: { Accept: "application/json" } });
-  if (r.status === 404) return null;
+  if (absent.includes(r.status)) return null;
   if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
   return r.json();
 }
 
+// what the API accepts as a job id (adlrec/service/api.py, Name); anything else in the address is no job
+const JOB_ID = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
+
 function selectedJob() {
   const m = location.hash.match(/^#job\/(.+)$/);
-  return m ? decodeURIComponent(m[1]) : null;
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return m[1]; // not percent-decodable (a hand-edited address): shown as typed, and no job has that id
+  }
 }
+
+// The selected job, or null when there is none by that id.  A bad id in the address must not fail the
+// whole refresh: "." and ".." would resolve to another route if put in the path, so only ids the API
+// could hold are asked for, and a refusal (422) is no job either.
+const getJob = (id) => (JOB_ID.test(id) ? get(`jobs/${encodeURIComponent(id)}`, [404, 422]) : null);
 
 async function refresh() {
   try {
@@ -67,7 +87,7 @@ async function refresh() {
       get(`plans?limit=${state.historyLimit}`),
     ]);
     const picked = selectedJob();
-    const job = picked ? await get(`jobs/${encodeURIComponent(picked)}`) : null;
+    const job = picked ? await getJob(picked) : null;
     const plans = await Promise.all(
       nodes.map((n) => (n.plan_id ? get(`nodes/${encodeURIComponent(n.name)}/plan`) : null)),
     );
@@ -123,7 +143,7 @@ function nodeCard(node, plan, active) {
       "h3",
       {},
       node.name,
-      h("span", { class: "meta" }, ` · ${node.cores} cores · ${mb(node.memory_mb)} for workers · ${plural(node.active_jobs, "active job")} · ${planText}`),
+      h("span", { class: "meta" }, ` · ${plural(node.cores, "core")} · ${mb(node.memory_mb)} for workers · ${plural(node.active_jobs, "active job")} · ${planText}`),
     ),
     node.problem ? h("p", { class: "problem" }, `no plan fits: ${node.problem}`) : null,
     plan ? coreBar(node, plan, active) : null,
@@ -173,7 +193,8 @@ function jobTable(jobs, plan) {
       h("td", { class: "why" }, reason),
     );
   });
-  return h("table", { class: "jobs" }, h("thead", {}, h("tr", {}, head.map((c) => h("th", { class: numeric(c) ? "n" : null }, c)))), h("tbody", {}, rows));
+  const table = h("table", { class: "jobs" }, h("thead", {}, h("tr", {}, head.map((c) => h("th", { class: numeric(c) ? "n" : null }, c)))), h("tbody", {}, rows));
+  return h("div", { class: "scroll" }, table);
 }
 
 function renderJob(id, job, plans) {
@@ -203,7 +224,7 @@ function renderJob(id, job, plans) {
       : plan && plan.reasons[job.job_id] ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
     curveChart(job),
     job.measured.length
-      ? h(
+      ? h("div", { class: "scroll" }, h(
           "table",
           { class: "points" },
           h("thead", {}, h("tr", {}, ["workers", "samples/s measured", "predicted", "heartbeats", "data wait"].map((c) => h("th", { class: "n" }, c)))),
@@ -222,7 +243,7 @@ function renderJob(id, job, plans) {
               ),
             ),
           ),
-        )
+        ))
       : h("p", { class: "empty" }, "nothing measured yet: the curve is the prediction"),
   );
 }
@@ -233,13 +254,17 @@ function niceMax(v) {
 }
 
 function curveChart(job) {
-  const W = 620, H = 270, m = { l: 64, r: 16, t: 18, b: 40 };
+  const W = 620, H = 290, m = { l: 64, r: 16, t: 38, b: 40 }; // the legend sits above the plot, never on a curve
   const n = Math.max(1, job.curve.length - 1, job.predicted.length - 1);
-  const top = niceMax(Math.max(1, ...job.curve, ...job.predicted, ...job.measured.map((p) => p.throughput)) * 1.05);
+  const peak = Math.max(0, ...job.curve, ...job.predicted, ...job.measured.map((p) => p.throughput));
+  const top = niceMax(peak > 0 ? peak * 1.05 : 1); // not at least 1: a curve of 0.003 samples/s was a flat line
   const x = (w) => m.l + (Math.min(w, n) / n) * (W - m.l - m.r);
   const y = (v) => H - m.b - (v / top) * (H - m.t - m.b);
-  const line = (values, cls) =>
-    s("polyline", { class: cls, points: values.map((v, w) => `${x(w).toFixed(1)},${y(v).toFixed(1)}`).join(" ") });
+  const line = (values, cls) => [
+    s("polyline", { class: cls, points: values.map((v, w) => `${x(w).toFixed(1)},${y(v).toFixed(1)}`).join(" ") }),
+    // a curve of one point (0 workers only) is a line of no length: mark the point
+    values.length === 1 ? s("circle", { class: `${cls}-dot`, cx: x(0), cy: y(values[0]), r: 3.5 }) : null,
+  ];
   const a = job.assignment.workers;
   const step = Math.max(1, Math.ceil(n / 16));
   const xt = [];
@@ -249,7 +274,7 @@ function curveChart(job) {
     { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `samples/s of ${job.job_id} against loader workers` },
     [0, 1, 2, 3, 4].map((i) => [
       s("line", { class: "grid", x1: m.l, x2: W - m.r, y1: y((top * i) / 4), y2: y((top * i) / 4) }),
-      s("text", { class: "tick", x: m.l - 6, y: y((top * i) / 4) + 4, "text-anchor": "end" }, num((top * i) / 4, 0)),
+      s("text", { class: "tick", x: m.l - 6, y: y((top * i) / 4) + 4, "text-anchor": "end" }, tick((top * i) / 4)),
     ]),
     xt.map((w) => s("text", { class: "tick", x: x(w), y: H - m.b + 16, "text-anchor": "middle" }, w)),
     s("text", { class: "axis", x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, "loader workers"),
@@ -262,12 +287,15 @@ function curveChart(job) {
     ),
     job.status === "active" && [  // an ended job's assignment is only a fallback count, not a plan
       s("line", { class: "assigned", x1: x(a), x2: x(a), y1: m.t, y2: H - m.b }),
-      s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, `plan: ${plural(a, "worker")}`),
+      // right of the line, or left of it near the right edge (where it was cut off)
+      x(a) > W - m.r - 110
+        ? s("text", { class: "assigned-label", x: x(a) - 5, y: m.t + 10, "text-anchor": "end" }, `plan: ${plural(a, "worker")}`)
+        : s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, `plan: ${plural(a, "worker")}`),
     ],
-    s("g", { class: "legend", transform: `translate(${W - m.r - 190} ${H - m.b - 52})` },
+    s("g", { class: "legend", transform: `translate(${m.l} 12)` },
       s("line", { class: "predicted", x1: 0, x2: 22, y1: 0, y2: 0 }), s("text", { x: 28, y: 4 }, "predicted"),
-      s("line", { class: "used", x1: 0, x2: 22, y1: 16, y2: 16 }), s("text", { x: 28, y: 20 }, "used by the allocator"),
-      s("circle", { class: "measured", cx: 11, cy: 32, r: 4.5 }), s("text", { x: 28, y: 36 }, "measured")),
+      s("line", { class: "used", x1: 110, x2: 132, y1: 0, y2: 0 }), s("text", { x: 138, y: 4 }, "used by the allocator"),
+      s("circle", { class: "measured", cx: 291, cy: 0, r: 4.5 }), s("text", { x: 302, y: 4 }, "measured")),
   );
 }
 
@@ -279,12 +307,12 @@ function renderHistory(page, nodePlans, nodes) {
         "tr",
         { "data-plan": p.plan_id },
         h("td", { class: "n" }, `#${p.plan_id}`),
-        h("td", {}, p.node),
+        h("td", { class: "ids" }, p.node),
         h("td", {}, clock(p.created_at)),
         h("td", {}, p.policy),
         h("td", { class: "n" }, num(p.objective, 3)),
         h("td", { class: "n" }, p.cores_used),
-        h("td", {}, Object.entries(p.workers).map(([id, w], i) => [i ? ", " : "", jobLink(id), `: ${w}`])),
+        h("td", { class: "ids" }, Object.entries(p.workers).map(([id, w], i) => [i ? ", " : "", jobLink(id), `: ${w}`])),
       ),
     ),
   );

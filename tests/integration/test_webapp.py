@@ -234,3 +234,23 @@ def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser)
     error = text(browser, "#error")
     assert error.startswith("cannot read the service") and "showing what was read at" in error
     assert "gone" in rows(browser)
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        "%E0%A4%A",  # not percent-decodable: decodeURIComponent threw, and the whole page said "no node yet"
+        "a%20b",  # not a job id the API accepts
+        "x" * 200,  # longer than an id may be: the API's 422 failed the whole refresh
+        "..",  # resolves to the service's root (an HTML page) when put in a path
+        ".",  # resolves to GET /jobs/ (a list)
+    ],
+)
+def test_a_bad_job_in_the_address_leaves_the_rest_of_the_page_working(service, browser, fragment):
+    srv, http = service
+    register(http, "gpu-d", "fine", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=1#job/{fragment}")
+    wait_for(browser, lambda d: "fine" in rows(d), "the node's job")
+    wait_for(browser, lambda d: "knows no job" in (text(d, "#job-detail") or ""), "that no such job exists")
+    assert browser.execute_script("return document.getElementById('error').hidden"), text(browser, "#error")
