@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "load_settings", "sqlite_file"]
 
 
 # The MLflow experiment `adlrec simulate --log-mlflow` logs to, unless --experiment names another.
@@ -136,3 +136,9 @@ def load_settings(**overrides: Any) -> Settings:
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     return Settings(**given)
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file a ``sqlite:///`` tracking URI names (relative to the current folder unless the
+    path after the three slashes is absolute), else None."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from adlrec.errors import UsageError
 
-__all__ = ["number", "open_tracker", "settings_from", "stdout", "store_args", "tracker_from"]
+__all__ = ["number", "open_tracker", "settings_from", "stdout", "store_args", "store_exists", "tracker_from"]
 
 
 def number(
@@ -92,3 +93,36 @@ def open_tracker(settings):
 
     check_server(settings.resolved_tracking_uri)
     return Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+
+
+def store_origin(args: argparse.Namespace) -> str:
+    """The flag or variable that chose the tracking store; "" for the default one (.adlrec/mlflow.db)."""
+    if args.tracking_uri is not None:
+        return "--tracking-uri"
+    for name in ("ADLREC_TRACKING_URI", "MLFLOW_TRACKING_URI"):  # the order Settings reads them in
+        if os.environ.get(name):
+            return name
+    if args.data_dir is not None:
+        return "--data-dir"
+    return "ADLREC_DATA_DIR" if "ADLREC_DATA_DIR" in os.environ else ""
+
+
+def store_exists(args: argparse.Namespace, settings, *, reading: bool) -> bool:
+    """Whether the settings' SQLite store is there, found without creating it (other URIs count as there).
+
+    For a command that only ``reading``, a store a flag or variable names that is not there is a mistyped
+    path, not an empty store: a :class:`UsageError`.  The default store before anything was logged is
+    no mistake: False, and the command says there is nothing yet."""
+    from adlrec.config import sqlite_file
+
+    uri = settings.resolved_tracking_uri
+    path = sqlite_file(uri)
+    if path is None or path.exists():
+        return True
+    origin = store_origin(args)
+    if reading and origin:
+        raise UsageError(
+            f"no MLflow store at {uri} (set by {origin}): a command that only reads creates none; "
+            "check the path, or log to it first (adlrec profile, profiles import, model fit)"
+        )
+    return False

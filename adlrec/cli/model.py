@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from adlrec.cli.common import seconds, settings_from, stdout, store_args, tracker_from, worker_count
+from adlrec.cli.common import seconds, settings_from, stdout, store_args, store_exists, tracker_from, worker_count
 from adlrec.cli.profile import job_and_device, log_or_keep, profile_tracker, sweep
 from adlrec.errors import UsageError
 
@@ -140,25 +140,12 @@ def _skipped_summary(skipped: Sequence[str]) -> str:
 def _cmd_model(args: argparse.Namespace) -> int:
     from adlrec.tracking import MODEL_NAME, ModelRegistry
 
-    if args.model_command == "fit":
-        spec, folder = _fit_flags(args)  # before the store is opened: a mistyped flag creates no store
+    if args.model_command == "list":
+        return _list_versions(args)
+    spec, folder = _fit_flags(args)  # before the store is opened: a mistyped flag creates no store
     settings, tracker = tracker_from(args)
     registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
     console = stdout()
-    if args.model_command == "list":
-        versions = registry.versions()
-        if not versions:
-            console.print(f"no versions of {MODEL_NAME} in {settings.resolved_tracking_uri}", markup=False)
-        champion = registry.champion()
-        for mv in versions:
-            mark = "  champion" if champion and champion.version == str(mv.version) else ""
-            try:
-                ape_text = f"{float(mv.tags['cv_median_ape']):.1%}"
-            except (KeyError, ValueError):  # a version adlrec did not register
-                ape_text = "?"
-            spec = mv.tags.get("adlrec.spec") or "(no adlrec.spec: not registered by adlrec)"
-            console.print(f"v{mv.version}  {spec}  cv median APE {ape_text}{mark}", markup=False)
-        return 0
 
     from adlrec.predict.fit import fit_and_register, gather_curves
     from adlrec.predict.report import fit_table
@@ -194,6 +181,32 @@ def _cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list_versions(args: argparse.Namespace) -> int:
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
+
+    settings = settings_from(args)
+    uri = settings.resolved_tracking_uri
+    if not store_exists(args, settings, reading=True):  # the default store, before anything was logged
+        print(f"no versions of {MODEL_NAME} yet in {uri}; `adlrec model fit` registers one")
+        return 0
+    check_server(uri)
+    registry = ModelRegistry(uri, settings.artifact_root)
+    versions = registry.versions()
+    if not versions:
+        print(f"no versions of {MODEL_NAME} in {uri}")
+    champion = registry.champion()
+    console = stdout()
+    for mv in versions:
+        mark = "  champion" if champion and champion.version == str(mv.version) else ""
+        try:
+            ape_text = f"{float(mv.tags['cv_median_ape']):.1%}"
+        except (KeyError, ValueError):  # a version adlrec did not register
+            ape_text = "?"
+        spec = mv.tags.get("adlrec.spec") or "(no adlrec.spec: not registered by adlrec)"
+        console.print(f"v{mv.version}  {spec}  cv median APE {ape_text}{mark}", markup=False)
+    return 0
+
+
 def _cmd_predict(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -209,12 +222,15 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
     settings = settings_from(args, point_budget_s=args.budget)
     check_server(settings.resolved_tracking_uri)  # before the probe, not after it
+    # only a --compare that logs its sweep writes: anything else leaves a store that is not there uncreated
+    stored = store_exists(args, settings, reading=not args.compare or args.no_log)
     job, device = job_and_device(args, settings)
     tracker = profile_tracker(args, settings) if args.compare else None
     hardware = detect_hardware()
     max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
-    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
-    loaded = registry.load()
+    loaded = None
+    if stored or tracker is not None:
+        loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root).load()
     if loaded is None:
         print(
             f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "

@@ -12,7 +12,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adlrec.cli.common import open_tracker, seconds, settings_from, stdout, store_args, tracker_from, worker_count
+from adlrec.cli.common import (
+    open_tracker,
+    seconds,
+    settings_from,
+    stdout,
+    store_args,
+    store_exists,
+    tracker_from,
+    worker_count,
+)
 from adlrec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -223,15 +232,12 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         profiles = _read_profiles(args.files)  # before the store is opened: a bad file leaves no trace
         return _import(profiles, *tracker_from(args))
     settings = settings_from(args)
-    if not settings.tracking_uri and not (settings.data_dir / "mlflow.db").exists():
-        # reading must not create an empty store: a mistyped --data-dir would look like one without profiles
-        missing = (
-            f"no store at {settings.data_dir / 'mlflow.db'}: nothing was profiled with --data-dir {settings.data_dir}"
-        )
+    if not store_exists(args, settings, reading=True):  # the default store, before anything was logged
+        nothing = f"no profiles yet in {settings.resolved_tracking_uri}; `adlrec profile model.py` logs one"
         if args.profiles_command == "list":
-            print(missing)
+            print(nothing)
             return 0
-        raise UsageError(f"no complete profiles to export: {missing}")
+        raise UsageError(f"no complete profiles to export: {nothing}")
     tracker = open_tracker(settings)
     runs = tracker.profiles()
     if args.profiles_command == "list":

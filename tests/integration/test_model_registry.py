@@ -131,6 +131,7 @@ def test_predict_falls_back_to_analytic_then_uses_the_champion(tmp_path, tiny_jo
         str(tmp_path / "d"),
         "--json",
     ]
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")  # a store with no model yet
     assert main(base) == 0
     captured = capsys.readouterr()
     assert captured.err.strip() == (
@@ -140,7 +141,6 @@ def test_predict_falls_back_to_analytic_then_uses_the_champion(tmp_path, tiny_jo
     assert data["model"].startswith("analytic") and len(data["predicted"]) == 4
     assert data["probe_budget_share"] <= 0.25 + 1e-9
 
-    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
     fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), SPEC, registry, sources="test")
     capsys.readouterr()  # MLflow's own "registered" lines
     assert main(base + ["--compare", "--no-log"]) == 0

@@ -45,6 +45,7 @@ def test_export_writes_newest_per_measurement_with_an_index(tmp_path, capsys):
 
 def test_export_from_an_empty_store_is_a_clear_error(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'empty.db'}"
+    Tracker(uri, "adlrec-profiles").experiment_id()  # a store with the experiment and no runs
     assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(tmp_path / "p")]) == 2
     assert "no complete profiles to export" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
@@ -189,13 +190,11 @@ def test_profile_json_and_exported_files_are_strict_json_when_an_error_was_not_e
 def test_reading_a_data_dir_with_no_store_says_so_and_creates_none(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     typo = tmp_path / "adlrc"  # a mistyped --data-dir: it was an empty new store, "no complete profiles"
-    assert main(["profiles", "list", "--data-dir", str(typo)]) == 0
-    assert (
-        capsys.readouterr().out.strip()
-        == f"no store at {typo / 'mlflow.db'}: nothing was profiled with --data-dir {typo}"
-    )
-    assert main(["profiles", "export", "--data-dir", str(typo), "--out", str(tmp_path / "p")]) == 2
-    assert "no complete profiles to export: no store at" in capsys.readouterr().err
+    for argv in (["profiles", "list"], ["profiles", "export", "--out", str(tmp_path / "p")]):
+        assert main([*argv, "--data-dir", str(typo)]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"adlrec: error: no MLflow store at sqlite:///{typo / 'mlflow.db'} (set by --data-dir): "
+        )
     assert not typo.exists() and not (tmp_path / "p").exists()
 
 

@@ -25,11 +25,10 @@ def test_ensure_folder_creates_parents_and_names_what_cannot_be_a_folder(tmp_pat
     )
 
 
-@pytest.mark.parametrize("command", [["model", "list"], ["model", "fit"]])
-def test_a_data_dir_under_a_file_is_one_line_and_exit_2(tmp_path, capsys, command):
+def test_a_data_dir_under_a_file_is_one_line_and_exit_2(tmp_path, capsys):
     blocker = tmp_path / "afile"
     blocker.write_text("not a folder")
-    assert main([*command, "--data-dir", str(blocker / "store")]) == 2
+    assert main(["model", "fit", "--data-dir", str(blocker / "store")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"cannot create the MLflow store's folder {blocker / 'store'}: Not a directory" in err
@@ -37,17 +36,17 @@ def test_a_data_dir_under_a_file_is_one_line_and_exit_2(tmp_path, capsys, comman
     assert blocker.read_text() == "not a folder"
 
 
-def test_profiles_commands_read_a_data_dir_under_a_file_as_no_store_and_create_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("command", [["profiles", "list"], ["profiles", "export", "--out", "out"], ["model", "list"]])
+def test_reading_commands_read_a_data_dir_under_a_file_as_no_store_and_create_nothing(
+    tmp_path, monkeypatch, capsys, command
+):
+    monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "afile"
     blocker.write_text("not a folder")
     data = blocker / "store"
-    assert main(["profiles", "list", "--data-dir", str(data)]) == 0
-    assert capsys.readouterr().out.strip() == (
-        f"no store at {data / 'mlflow.db'}: nothing was profiled with --data-dir {data}"
-    )
-    assert main(["profiles", "export", "--data-dir", str(data), "--out", str(tmp_path / "out")]) == 2
+    assert main([*command, "--data-dir", str(data)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no complete profiles to export: no store at" in err
+    assert err.count("\n") == 1 and f"no MLflow store at sqlite:///{data / 'mlflow.db'} (set by --data-dir)" in err
     assert blocker.read_text() == "not a folder" and not (tmp_path / "out").exists()
 
 

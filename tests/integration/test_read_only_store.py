@@ -1,0 +1,83 @@
+"""Commands that only read the MLflow store never create one, and no command lets MLflow migrate another
+program's SQLite database; a missing model.py is refused before any folder is made."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from adlrec.cli import main
+from adlrec.tracking import MODEL_NAME, Tracker
+from tests.factories import make_profile
+
+PROBE = ["--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+
+
+def _tree(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*"))
+
+
+def _reading_commands(tmp_path: Path, tiny_job_path: Path) -> dict[str, list[str]]:
+    return {
+        "profiles list": ["profiles", "list"],
+        "profiles export": ["profiles", "export", "--out", str(tmp_path / "exported")],
+        "model list": ["model", "list"],
+        "predict": ["predict", str(tiny_job_path), *PROBE],
+        "predict --compare --no-log": ["predict", str(tiny_job_path), *PROBE, "--compare", "--no-log"],
+    }
+
+
+@pytest.mark.parametrize("command", list(_reading_commands(Path(), Path())))
+@pytest.mark.parametrize("origin", ["--tracking-uri", "MLFLOW_TRACKING_URI", "--data-dir", "ADLREC_DATA_DIR"])
+def test_a_reading_command_refuses_a_store_that_does_not_exist_and_creates_nothing(
+    tmp_path, tiny_job_path, monkeypatch, capsys, command, origin
+):
+    """A mistyped path was created (with its folders) as a new empty store that had "no profiles"."""
+    monkeypatch.chdir(tmp_path)
+    argv = _reading_commands(tmp_path, tiny_job_path)[command]
+    if origin in ("--tracking-uri", "MLFLOW_TRACKING_URI"):
+        uri = f"sqlite:///{tmp_path / 'nonexist' / 'dir' / 'm.db'}"
+        if origin == "--tracking-uri":
+            argv = [*argv, "--tracking-uri", uri]
+        else:
+            monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    else:
+        typo = tmp_path / "adlrc"
+        uri = f"sqlite:///{typo / 'mlflow.db'}"
+        if origin == "--data-dir":
+            argv = [*argv, "--data-dir", str(typo)]
+        else:
+            monkeypatch.setenv("ADLREC_DATA_DIR", str(typo))
+    before = _tree(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"adlrec: error: no MLflow store at {uri} (set by {origin}): a command that only reads creates none; "
+        "check the path, or log to it first (adlrec profile, profiles import, model fit)\n"
+    )
+    assert _tree(tmp_path) == before
+
+
+def test_reading_the_default_store_before_anything_is_logged_is_friendly_and_creates_it_not(
+    tmp_path, tiny_job_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / '.adlrec' / 'mlflow.db'}"
+    assert main(["profiles", "list"]) == 0
+    assert capsys.readouterr().out == f"no profiles yet in {uri}; `adlrec profile model.py` logs one\n"
+    assert main(["model", "list"]) == 0
+    assert capsys.readouterr().out == f"no versions of {MODEL_NAME} yet in {uri}; `adlrec model fit` registers one\n"
+    assert main(["profiles", "export", "--out", "out"]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: no complete profiles to export: no profiles yet in {uri}; `adlrec profile model.py` logs one\n"
+    )
+    assert _tree(tmp_path) == []
+
+    assert main(["predict", str(tiny_job_path), *PROBE, "--json"]) == 0  # the job's data go to .adlrec/datasets
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["model"].startswith("analytic")
+    assert f"no registered model {MODEL_NAME}@champion in {uri}" in captured.err
+    assert not (tmp_path / ".adlrec" / "mlflow.db").exists() and not (tmp_path / ".adlrec" / "artifacts").exists()
