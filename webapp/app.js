@@ -369,6 +369,17 @@ document.getElementById("older").addEventListener("click", () => {
   state.historyLimit = Math.min(500, state.historyLimit + 30);
   refresh();
 });
-window.addEventListener("hashchange", refresh);
-refresh();
+// A job's page is drawn below the nodes, and "#job/<id>" names no element, so the browser scrolls nowhere:
+// bring the page into view, and the keyboard's and a screen reader's focus to its title, when a job is
+// picked (a link, a typed address) and when the page opens on one.
+async function showPicked() {
+  await refresh();
+  if (!selectedJob()) return;
+  const title = document.getElementById("job-title");
+  title.tabIndex = -1;
+  title.scrollIntoView({ block: "start" });
+  title.focus({ preventScroll: true });
+}
+window.addEventListener("hashchange", showPicked);
+showPicked();
 setInterval(refresh, EVERY_S * 1000);

@@ -254,3 +254,22 @@ def test_a_bad_job_in_the_address_leaves_the_rest_of_the_page_working(service, b
     wait_for(browser, lambda d: "fine" in rows(d), "the node's job")
     wait_for(browser, lambda d: "knows no job" in (text(d, "#job-detail") or ""), "that no such job exists")
     assert browser.execute_script("return document.getElementById('error').hidden"), text(browser, "#error")
+
+
+def test_picking_a_job_brings_its_page_into_view_and_focus(service, browser):
+    srv, http = service
+    for i in range(16):  # enough node cards that the job's page, drawn below them, starts below the window
+        register(http, f"node-{i:02d}", f"job-{i:02d}", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: len(rows(d)) == 16, "the sixteen jobs")
+    browser.find_element("css selector", "tr[data-job='job-00'] a.job-link").click()
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job job-00", "the job's page")
+    in_view = """const r = document.getElementById('job-title').getBoundingClientRect();
+                 return r.top > -2 && r.bottom <= window.innerHeight;"""
+    wait_for(browser, lambda d: d.execute_script(in_view), "the job's page in the window")
+    assert browser.execute_script("return document.activeElement.id") == "job-title"
+    # and so does an address that names a job, opened as is
+    browser.get("about:blank")
+    browser.get(f"{srv.url}/ui/?refresh=3600#job/job-15")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job job-15" and d.execute_script(in_view), "job-15 in view")
