@@ -1,0 +1,105 @@
+"""The web UI as a user sees it: layout, numbers and charts, in a real headless Chromium against a real
+service (the fixtures and helpers of ``test_webapp.py``)."""
+
+from __future__ import annotations
+
+from tests.integration import test_webapp
+from tests.integration.test_webapp import AUTH, STEEP, recompute, register, rows, text, texts, wait_for
+
+browser = test_webapp.browser  # the fixtures: one Chromium for this module, a fresh service per test
+service = test_webapp.service
+
+LONG_JOB = "j" * 128  # the longest id the API takes, and nothing to break it at
+LONG_NODE = "n" * 128
+
+
+def sideways(browser):
+    """How far the page scrolls sideways (0: it fits the window)."""
+    return browser.execute_script(
+        "const e = document.documentElement; return Math.max(0, e.scrollWidth - e.clientWidth);"
+    )
+
+
+def boxes(browser, selector):
+    """Each match's box in its SVG's own units (getBBox): the chart's coordinates, whatever it is scaled to."""
+    return browser.execute_script(
+        """return [...document.querySelectorAll(arguments[0])].map(e => {
+             const b = e.getBBox(); return {x: b.x, y: b.y, right: b.x + b.width, bottom: b.y + b.height, text: e.textContent};
+           });""",
+        selector,
+    )
+
+
+def test_long_ids_and_node_names_wrap_and_the_page_never_scrolls_sideways(service, browser):
+    srv, http = service
+    assert http.put(f"/nodes/{LONG_NODE}", json={"cores": 8, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    assert http.put("/nodes/one", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
+    register(http, LONG_NODE, LONG_JOB, STEEP)
+    register(http, LONG_NODE, "short", STEEP)
+    register(http, "one", "solo", [10.0, 20.0])
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=60#job/{LONG_JOB}")
+    wait_for(browser, lambda d: LONG_JOB in rows(d) and (text(d, "#job-title") or "").endswith(LONG_JOB), "the job")
+    wait_for(browser, lambda d: texts(d, "#history-table tr[data-plan]"), "the plan history")
+    # the id's cell kept `white-space: nowrap`: the table, and the page, were about 2,600 px wide
+    assert sideways(browser) == 0
+    # a phone: the tables scroll inside their own boxes, the page does not
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 375, "height": 800, "deviceScaleFactor": 1, "mobile": True}
+    )
+    try:
+        browser.refresh()
+        wait_for(browser, lambda d: LONG_JOB in rows(d) and texts(d, "#history-table tr[data-plan]"), "the page again")
+        assert browser.execute_script("return innerWidth") == 375
+        assert sideways(browser) == 0
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    # one core is "1 core" (it said "1 cores")
+    assert " · 1 core · " in text(browser, "article[data-node='one'] h3 .meta")
+
+
+def test_small_and_huge_throughputs_and_a_curve_of_one_point_are_drawn_readably(service, browser):
+    srv, http = service
+    assert http.put("/nodes/gpu-n", json={"cores": 16, "memory_mb": 16000}, headers=AUTH).status_code == 200
+    register(http, "gpu-n", "tiny", [0.001, 0.002, 0.003, 0.0031])
+    r = http.post(
+        "/jobs",
+        json={"job_id": "huge", "node": "gpu-n", "curve": [1e6, 5e7, 1e8, 1e9], "min_workers": 3},
+        headers=AUTH,
+    )
+    assert r.status_code == 201, r.text
+    register(http, "gpu-n", "one", [42.0])
+    recompute(http)
+    r = http.post("/jobs/tiny/heartbeat", json={"throughput": 0.0025, "workers": 2}, headers=AUTH)
+    assert r.status_code == 200, r.text
+
+    browser.get(f"{srv.url}/ui/?refresh=60#job/tiny")
+    wait_for(browser, lambda d: texts(d, "#job circle.measured"), "the tiny job's measured point")
+    measured_cell = "article.node tr[data-job='tiny'] td:nth-child(5)"
+    assert text(browser, measured_cell) == "0.0025"  # was "0"
+    assert texts(browser, "#job table.points tbody td")[1] == "0.0025"
+    # the y axis of a curve under 1 sample/s: its ticks read "0, 0, 1, 1, 1" over a flat line
+    y_ticks = texts(browser, "#job svg text.tick[text-anchor='end']")
+    assert len(y_ticks) == 5 and len(set(y_ticks)) == 5, y_ticks
+    used = [
+        float(p.split(",")[1])
+        for p in browser.execute_script(
+            "return document.querySelector('#job polyline.used').getAttribute('points')"
+        ).split()
+    ]
+    assert max(used) - min(used) > 100  # the curve spans the plot (of 212 units), not a line at its foot
+
+    browser.get(f"{srv.url}/ui/?refresh=60#job/huge")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job huge" and texts(d, "#job .assigned-label"), "the job")
+    # every label inside the 620-unit-wide chart: '1,200,000,000' ran past its left edge, and the plan's
+    # label past its right one when the plan is the curve's last count
+    for label in boxes(browser, "#job svg text:not([transform])"):  # getBBox ignores the rotation of the y title
+        assert label["x"] >= 0 and label["right"] <= 620, label
+    (legend,) = boxes(browser, "#job svg g.legend")
+    top_gridline = min(b["y"] for b in boxes(browser, "#job svg line.grid"))
+    assert legend["bottom"] <= top_gridline  # the legend sat on the plot, over the rising curve
+
+    browser.get(f"{srv.url}/ui/?refresh=60#job/one")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job one", "the job")
+    # a curve of one point: the polyline has no length, so nothing was drawn at all
+    wait_for(browser, lambda d: texts(d, "#job circle.used-dot"), "the curve's one point")
