@@ -187,7 +187,8 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
     try:
         env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
         done = subprocess.run(
-            [sys.executable, "-m", "adlrec.cli", "profiles", "list", "--data-dir", str(tmp_path)],
+            [sys.executable, "-m", "adlrec.cli", "profiles", "list"],  # the default store: "no profiles yet"
+            cwd=tmp_path,
             stdout=w,
             stderr=subprocess.PIPE,
             text=True,
