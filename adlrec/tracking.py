@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import re
+import sqlite3
 import tempfile
 import time
 import urllib.parse
@@ -36,6 +37,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag  # noqa: E402
 from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+from adlrec.config import sqlite_file  # noqa: E402
 from adlrec.errors import TrackingError, UsageError  # noqa: E402
 from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
@@ -43,7 +45,16 @@ from adlrec.schemas import Profile, json_text  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Champion", "ModelRegistry", "ProfileRun", "ThroughputPyfunc", "Tracker", "check_server", "log_simulation"]
+__all__ = [
+    "Champion",
+    "ModelRegistry",
+    "ProfileRun",
+    "ThroughputPyfunc",
+    "Tracker",
+    "check_server",
+    "check_sqlite_store",
+    "log_simulation",
+]
 
 COMPLETE_TAG = "adlrec.complete"
 PROFILE_ARTIFACT = "profile.json"
@@ -94,6 +105,39 @@ def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
+def check_sqlite_store(tracking_uri: str) -> None:
+    """Raise :class:`UsageError` when ``tracking_uri`` names a SQLite database of another program (tables,
+    but neither of MLflow's ``alembic_version`` and ``experiments``): opening it, MLflow's migrations
+    would add their tables to it.  The file is only read, and left as it was: opened read-only, or
+    immutable when it is in WAL mode with no ``-wal`` file beside it (a read-only reader would leave a new
+    ``-wal`` and ``-shm`` there).  A file that is missing, empty (a new store) or not SQLite is left to MLflow."""
+    path = sqlite_file(tracking_uri)
+    if path is None:
+        return
+    try:
+        with path.open("rb") as f:
+            header = f.read(100)
+    except OSError:  # not there yet, a folder, no access: MLflow's to create or report
+        return
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return
+    immutable = header[18] == 2 and not path.with_name(path.name + "-wal").exists()
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?{'immutable=1' if immutable else 'mode=ro'}", uri=True)
+        ) as db:
+            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    except sqlite3.Error:
+        return
+    tables = [name for name in tables if not name.startswith("sqlite_")]
+    if tables and not {"alembic_version", "experiments"} & set(tables):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise UsageError(
+            f"tracking store {tracking_uri!r}: {path} is not an MLflow store but another program's SQLite database "
+            f"(tables {shown}); expected a new file or an MLflow store (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+        )
+
+
 @dataclass(frozen=True)
 class ProfileRun:
     run_id: str
@@ -121,6 +165,7 @@ class Tracker:
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
         try:
             with _store_lock(tracking_uri):
+                check_sqlite_store(tracking_uri)  # before MLflow migrates it
                 self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
         except (MlflowException, ImportError) as exc:  # a URI MLflow has no store for, or lacks the driver of
             if isinstance(exc, ImportError):

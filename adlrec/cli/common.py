@@ -108,7 +108,8 @@ def store_origin(args: argparse.Namespace) -> str:
 
 
 def store_exists(args: argparse.Namespace, settings, *, reading: bool) -> bool:
-    """Whether the settings' SQLite store is there, found without creating it (other URIs count as there).
+    """Whether the settings' SQLite store is there, found without creating it (other URIs count as there);
+    another program's SQLite database there is a :class:`UsageError` (``check_sqlite_store``).
 
     For a command that only ``reading``, a store a flag or variable names that is not there is a mistyped
     path, not an empty store: a :class:`UsageError`.  The default store before anything was logged is
@@ -117,7 +118,12 @@ def store_exists(args: argparse.Namespace, settings, *, reading: bool) -> bool:
 
     uri = settings.resolved_tracking_uri
     path = sqlite_file(uri)
-    if path is None or path.exists():
+    if path is None:
+        return True
+    if path.exists():
+        from adlrec.tracking import check_sqlite_store
+
+        check_sqlite_store(uri)
         return True
     origin = store_origin(args)
     if reading and origin:

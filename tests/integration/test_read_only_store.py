@@ -81,3 +81,50 @@ def test_reading_the_default_store_before_anything_is_logged_is_friendly_and_cre
     assert json.loads(captured.out)["model"].startswith("analytic")
     assert f"no registered model {MODEL_NAME}@champion in {uri}" in captured.err
     assert not (tmp_path / ".adlrec" / "mlflow.db").exists() and not (tmp_path / ".adlrec" / "artifacts").exists()
+
+
+def _foreign_database(path: Path, journal: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA journal_mode={journal}")
+        for table in ("notes", "tags", "accounts"):
+            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, text TEXT)")
+            db.execute(f"INSERT INTO {table} (text) VALUES ('kept')")
+    db.close()
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_another_programs_sqlite_database_is_refused_and_left_byte_for_byte(tmp_path, tiny_job_path, capsys, journal):
+    """MLflow's migration added its tables to it (and `model list` said "no versions")."""
+    path = tmp_path / "app.db"
+    _foreign_database(path, journal)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(make_profile().to_dict()))
+    content, before = path.read_bytes(), _tree(tmp_path)
+    uri = f"sqlite:///{path}"
+    commands = [
+        ["profiles", "list"],
+        ["model", "list"],
+        ["model", "fit"],
+        ["profiles", "import", str(profile)],
+        ["predict", str(tiny_job_path), *PROBE, "--data-dir", str(tmp_path)],
+    ]
+    for argv in commands:
+        assert main([*argv, "--tracking-uri", uri]) == 2, argv
+        assert capsys.readouterr().err == (
+            f"adlrec: error: tracking store {uri!r}: {path} is not an MLflow store but another program's SQLite "
+            "database (tables accounts, notes, tags); expected a new file or an MLflow store (set by "
+            "--tracking-uri or MLFLOW_TRACKING_URI)\n"
+        ), argv
+    assert path.read_bytes() == content
+    assert _tree(tmp_path) == before
+
+
+def test_an_empty_file_and_an_mlflow_store_still_open(tmp_path, capsys):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert main(["model", "list", "--tracking-uri", f"sqlite:///{empty}"]) == 0
+    assert "no versions" in capsys.readouterr().out
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts").log_profile(make_profile())
+    assert main(["profiles", "list", "--tracking-uri", uri]) == 0
+    assert " w " in capsys.readouterr().out
