@@ -37,7 +37,7 @@ from typing import Any
 
 from adlrec.errors import JobContractError
 
-__all__ = ["Job", "JobConfig", "load_job", "parse_param_overrides"]
+__all__ = ["Job", "JobConfig", "check_job_file", "load_job", "parse_param_overrides"]
 
 _REQUIRED_CALLABLES = ("build_dataset", "build_model", "loss_fn")
 _OPTIONAL_CALLABLES = ("build_optimizer", "collate_fn", "raw_files")
@@ -172,6 +172,17 @@ def parse_param_overrides(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def check_job_file(path: str | Path) -> Path:
+    """``path`` as a Path if it names a Python file, else a :class:`JobContractError`; checked before
+    anything is created for the job."""
+    path = Path(path)
+    if not path.exists():
+        raise JobContractError(f"{path}: no such file; expected a model.py that defines the adlrec job contract")
+    if not path.is_file() or path.suffix != ".py":
+        raise JobContractError(f"{path}: expected a Python file (model.py)")
+    return path
+
+
 def load_job(
     path: str | Path,
     *,
@@ -184,11 +195,7 @@ def load_job(
     ``overrides`` maps parameter names to strings from the command line; each is converted to the
     type of its default in ``PARAMS``.
     """
-    path = Path(path)
-    if not path.exists():
-        raise JobContractError(f"{path}: no such file; expected a model.py that defines the adlrec job contract")
-    if not path.is_file() or path.suffix != ".py":
-        raise JobContractError(f"{path}: expected a Python file (model.py)")
+    path = check_job_file(path)
     source = path.read_bytes()
     module = _import(path)
 

@@ -210,6 +210,7 @@ def _list_versions(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from adlrec.job import check_job_file
     from adlrec.predict.models import AnalyticModel, smallest_reaching
     from adlrec.predict.probe import probe_job, sweep_budget
     from adlrec.predict.report import prediction_table
@@ -222,6 +223,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
     settings = settings_from(args, point_budget_s=args.budget)
     check_server(settings.resolved_tracking_uri)  # before the probe, not after it
+    check_job_file(args.model_py)  # the arguments before the store
     # only a --compare that logs its sweep writes: anything else leaves a store that is not there uncreated
     stored = store_exists(args, settings, reading=not args.compare or args.no_log)
     job, device = job_and_device(args, settings)

@@ -128,3 +128,16 @@ def test_an_empty_file_and_an_mlflow_store_still_open(tmp_path, capsys):
     Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts").log_profile(make_profile())
     assert main(["profiles", "list", "--tracking-uri", uri]) == 0
     assert " w " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["predict"], ["predict", "--compare"], ["profile"], ["profile", "--no-log"]])
+def test_a_missing_model_py_creates_no_folder(tmp_path, capsys, command):
+    """predict (and profile) made <data-dir>/datasets before finding that model.py does not exist."""
+    data = tmp_path / "data"
+    missing = tmp_path / "modle.py"
+    argv = [command[0], str(missing), *command[1:], "--data-dir", str(data)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: {missing}: no such file; expected a model.py that defines the adlrec job contract\n"
+    )
+    assert _tree(tmp_path) == []
