@@ -47,13 +47,17 @@ fraction = number(float, 0, maximum=1)
 pos_float = number(float, 0, exclusive=True)
 
 
-def store_args(p: argparse.ArgumentParser, experiment: str = "adlrec-profiles") -> None:
+def store_args(
+    p: argparse.ArgumentParser, experiment: str | None = "adlrec-profiles", what: str = "MLflow experiment"
+) -> None:
+    """--tracking-uri, --data-dir and, unless ``experiment`` is None (a command that uses none), --experiment."""
     p.add_argument(
         "--tracking-uri",
         default=None,
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in the data dir)",
     )
-    p.add_argument("--experiment", default=None, help=f"MLflow experiment (default: {experiment})")
+    if experiment is not None:
+        p.add_argument("--experiment", default=None, help=f"{what} (default: {experiment})")
     p.add_argument(
         "--data-dir", type=Path, default=None, help="folder for embedded stores and generated data (default: .adlrec)"
     )
@@ -66,7 +70,10 @@ def settings_from(args: argparse.Namespace, **extra):
 
     try:
         return load_settings(
-            tracking_uri=args.tracking_uri, experiment=args.experiment, data_dir=args.data_dir, **extra
+            tracking_uri=args.tracking_uri,
+            experiment=getattr(args, "experiment", None),
+            data_dir=args.data_dir,
+            **extra,
         )
     except ValidationError as exc:
         err = exc.errors()[0]

@@ -42,9 +42,14 @@ def add_commands(sub) -> None:
         default=None,
         help="folder of exported profiles to train on too (default profiles/, when there is one)",
     )
-    store_args(fit)
-    lst = ms.add_parser("list", help="list registered versions and the champion")
-    store_args(lst)
+    store_args(fit, what="MLflow experiment of the profiles to train on")
+    lst = ms.add_parser(
+        "list",
+        help="list registered versions and the champion",
+        description="List the versions of adlrec-throughput in the MLflow Model Registry: each one's spec and "
+        "cross-validated median APE, and which one is @champion.",
+    )
+    store_args(lst, experiment=None)  # the registry is in no experiment
 
     pr = sub.add_parser(
         "predict",
