@@ -16,7 +16,12 @@ __all__ = ["add_commands"]
 
 
 def add_commands(sub) -> None:
-    m = sub.add_parser("model", help="fit and inspect the throughput model in the MLflow Model Registry")
+    m = sub.add_parser(
+        "model",
+        help="fit and inspect the throughput model in the MLflow Model Registry",
+        description="Fit the throughput model that `adlrec predict` uses on the measured curves and register it "
+        "as adlrec-throughput in the MLflow Model Registry, or list its versions.",
+    )
     ms = m.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     fit = ms.add_parser(
         "fit",

@@ -66,7 +66,12 @@ def add_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the profile as JSON instead of a table")
     p.add_argument("--no-log", action="store_true", help="measure and print only; log nothing to MLflow")
 
-    pr = sub.add_parser("profiles", help="work with logged profiles")
+    pr = sub.add_parser(
+        "profiles",
+        help="work with logged profiles",
+        description="List the complete profiles in the MLflow store, export them to a profiles/ folder, or import "
+        "profiles measured on a machine without the store.",
+    )
     prs = pr.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
     ex = prs.add_parser(
         "export",
@@ -76,7 +81,12 @@ def add_commands(sub) -> None:
     )
     ex.add_argument("--out", type=Path, default=Path("profiles"), help="folder to write (default: profiles/)")
     store_args(ex)
-    ls = prs.add_parser("list", help="list complete profiles in the MLflow store")
+    ls = prs.add_parser(
+        "list",
+        help="list complete profiles in the MLflow store",
+        description="List the complete profiles in the MLflow store, newest first: run id, time, workload, device, "
+        "the best worker count and the fewest reaching 95% of it. It creates no store.",
+    )
     store_args(ls)
     im = prs.add_parser(
         "import",

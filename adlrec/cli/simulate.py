@@ -86,7 +86,12 @@ def add_commands(sub) -> None:
     )
     store_args(sim, experiment=SIMULATION_EXPERIMENT)
 
-    tr = sub.add_parser("trace", help="make job traces for `adlrec simulate`")
+    tr = sub.add_parser(
+        "trace",
+        help="make job traces for `adlrec simulate`",
+        description="Make job traces for `adlrec simulate`: `trace generate` draws a seeded trace whose jobs "
+        "name measured profiles or a published table's curves.",
+    )
     trs = tr.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     gen = trs.add_parser(
         "generate",

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from adlrec.cli import main
+from adlrec.cli import build_parser, main
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _commands(sub, (*path, name))
+
+
+@pytest.mark.parametrize("path", [" ".join(p) for p, _ in _commands(build_parser())])
+def test_every_command_has_a_description_line(path):
+    """`adlrec trace --help` (and `profiles`, `model`, `profiles list`, `model list`) showed usage only."""
+    parser = dict((" ".join(p), sub) for p, sub in _commands(build_parser()))[path]
+    assert parser.description, f"adlrec {path} --help has no description"
 
 
 def test_model_list_takes_no_experiment(capsys):
