@@ -98,9 +98,13 @@ async function refresh() {
       ? await get(`plans?node=${encodeURIComponent(state.chartNode)}&limit=40`)
       : { plans: [] };
     renderStatus(health, model);
-    renderNodes(nodes, plans, jobs);
-    renderJob(picked, job, plans);
-    renderHistory(page, nodeHistory.plans, nodes);
+    keepFocus(() => {
+      draw("nodes", [nodes, plans, jobs, picked], () => renderNodes(nodes, plans, jobs));
+      draw("job", [picked, job, plans], () => renderJob(picked, job, plans));
+      draw("history", [page, nodeHistory.plans, nodes, state.chartNode, state.historyLimit], () =>
+        renderHistory(page, nodeHistory.plans, nodes),
+      );
+    });
     state.lastOk = Date.now();
     document.getElementById("error").hidden = true;
   } catch (err) {
@@ -112,6 +116,31 @@ async function refresh() {
 }
 
 // -- rendering -----------------------------------------------------------------------------------
+// A part of the page is drawn again only when what it shows has changed: drawing everything anew on each
+// refresh took away, every few seconds, a text selection, the keyboard's focus and a click under way.
+const drawnFrom = new Map(); // part of the page -> the JSON of what it was last drawn from
+function draw(part, inputs, render) {
+  const key = JSON.stringify(inputs);
+  if (drawnFrom.get(part) === key) return;
+  drawnFrom.set(part, key);
+  render();
+}
+
+// Where a link sits: its address and the section, node card and table row around it.
+const place = (e) =>
+  [e.tagName, e.getAttribute("href"), e.closest("section")?.id, e.closest("[data-node]")?.dataset.node,
+    e.closest("tr")?.dataset.job ?? e.closest("tr")?.dataset.plan].join("\u0000");
+
+// A focused link that a redraw replaced gives its focus to the link drawn in its place.
+function keepFocus(redraw) {
+  const was = document.activeElement;
+  const key = was && was !== document.body ? place(was) : null;
+  redraw();
+  if (key === null || was.isConnected) return;
+  const again = [...document.querySelectorAll("a[href]")].find((e) => place(e) === key);
+  if (again) again.focus({ preventScroll: true });
+}
+
 function renderStatus(health, model) {
   const which = model.version
     ? `model ${model.source} (@${model.alias})`
@@ -319,16 +348,24 @@ function renderHistory(page, nodePlans, nodes) {
   if (!page.plans.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "empty" }, "no plan yet")));
   const older = document.getElementById("older");
   older.hidden = page.next_before === null || state.historyLimit >= 500;
-  document.getElementById("history-chart").replaceChildren(historyChart(nodePlans, nodes));
+  renderPicker(nodes);
+  document.getElementById("history-chart").replaceChildren(historyChart(nodePlans));
 }
 
-function historyChart(plans, nodes) {
-  const withPlans = nodes.filter((n) => n.plan_id);
-  const picker = withPlans.length > 1
-    ? h("label", {}, "node ", h("select", { onchange: (e) => { state.chartNode = e.target.value; refresh(); } },
-        withPlans.map((n) => h("option", { value: n.name, selected: n.name === state.chartNode }, n.name))))
-    : null;
-  if (!plans.length) return h("div", {}, picker);
+// The node menu stays the same element (drawn anew, it closed under the user's pointer); its options
+// change only when the nodes with plans do.
+function renderPicker(nodes) {
+  const names = nodes.filter((n) => n.plan_id).map((n) => n.name);
+  const select = document.getElementById("history-node");
+  if ([...select.options].map((o) => o.value).join("\n") !== names.join("\n")) {
+    select.replaceChildren(...names.map((name) => h("option", { value: name }, name)));
+  }
+  if (state.chartNode !== null && select.value !== state.chartNode) select.value = state.chartNode;
+  document.getElementById("history-pick").hidden = names.length < 2;
+}
+
+function historyChart(plans) {
+  if (!plans.length) return h("div", {});
   const ordered = [...plans].reverse(); // oldest first
   const W = 620, H = 200, m = { l: 40, r: 10, t: 10, b: 30 };
   const most = Math.max(1, ...ordered.map((p) => Object.values(p.workers).reduce((a, b) => a + b, 0)));
@@ -348,7 +385,6 @@ function historyChart(plans, nodes) {
   return h(
     "div",
     {},
-    picker,
     s(
       "svg",
       { viewBox: `0 0 ${W} ${H}`, class: "chart history", role: "img", "aria-label": `workers per job over the last ${ordered.length} plans of ${state.chartNode}` },
@@ -365,6 +401,10 @@ function historyChart(plans, nodes) {
 
 // -- wiring ------------------------------------------------------------------------------------
 document.getElementById("every").textContent = EVERY_S;
+document.getElementById("history-node").addEventListener("change", (e) => {
+  state.chartNode = e.target.value;
+  refresh();
+});
 document.getElementById("older").addEventListener("click", () => {
   state.historyLimit = Math.min(500, state.historyLimit + 30);
   refresh();

@@ -103,3 +103,51 @@ def test_small_and_huge_throughputs_and_a_curve_of_one_point_are_drawn_readably(
     wait_for(browser, lambda d: text(d, "#job-title") == "Job one", "the job")
     # a curve of one point: the polyline has no length, so nothing was drawn at all
     wait_for(browser, lambda d: texts(d, "#job circle.used-dot"), "the curve's one point")
+
+
+def read_at(browser):
+    """The status line's 'read at' clock: it changes with every refresh that read the service."""
+    return (text(browser, "#status") or "").rpartition("read at ")[2]
+
+
+def next_refresh(browser, times=2):
+    """Wait for the page to refresh `times` more times (the status line is redrawn by every refresh)."""
+    for _ in range(times):
+        before = read_at(browser)
+        wait_for(browser, lambda d, before=before: read_at(d) not in ("", before), "a refresh")
+
+
+def test_a_refresh_keeps_focus_selection_and_the_node_menu(service, browser):
+    srv, http = service
+    register(http, "gpu-f", "alpha", STEEP)
+    register(http, "gpu-f", "beta", STEEP)
+    register(http, "gpu-g", "gamma", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=1")
+    wait_for(browser, lambda d: set(rows(d)) == {"alpha", "beta", "gamma"}, "the three jobs")
+    menu = "return document.querySelector('#history-pick:not([hidden]) select, #history-chart select')"
+    wait_for(browser, lambda d: d.execute_script(menu), "the node menu")
+
+    # a text selection in a node card outlives refreshes that read nothing new (each one cleared it)
+    browser.execute_script(
+        """const r = document.createRange(); r.selectNodeContents(document.querySelector("[data-node='gpu-f'] h3"));
+           getSelection().removeAllRanges(); getSelection().addRange(r);"""
+    )
+    browser.execute_script(menu.replace("return ", "window.__menu = "))
+    next_refresh(browser)
+    assert browser.execute_script("return getSelection().toString()").startswith("gpu-f")
+    # the keyboard's focus on a job's link outlives a refresh that redraws its card (it fell back to the page)
+    browser.execute_script("document.querySelector(\"[data-node='gpu-f'] tr[data-job='beta'] a\").focus()")
+    r = http.post("/jobs/beta/heartbeat", json={"throughput": 77.0, "workers": 2}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    beta_measured = "[data-node='gpu-f'] tr[data-job='beta'] td:nth-child(5)"
+    wait_for(browser, lambda d: text(d, beta_measured) == "77", "the new measurement")
+    focused = browser.execute_script(
+        "const e = document.activeElement; return [e.tagName, e.getAttribute('href'), e.closest('[data-node]')?.dataset.node]"
+    )
+    assert focused == ["A", "#job/beta", "gpu-f"]
+    # the node menu of the history chart is the same element after a redraw (drawn anew, an open menu closed)
+    register(http, "gpu-f", "delta", STEEP)
+    (plan,) = recompute(http)
+    wait_for(browser, lambda d: str(plan["plan_id"]) in texts(d, "#history-table tr[data-plan]", "data-plan"), "it")
+    assert browser.execute_script("return window.__menu.isConnected")
