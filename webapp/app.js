@@ -77,7 +77,14 @@ function selectedJob() {
 // could hold are asked for, and a refusal (422) is no job either.
 const getJob = (id) => (JOB_ID.test(id) ? get(`jobs/${encodeURIComponent(id)}`, [404, 422]) : null);
 
+// Refreshes overlap (the timer's, a picked job's, "older plans"), and a slow service can answer an older one
+// last: each is numbered, and one that ends after a newer one was drawn is dropped, so the page never goes
+// back to what was read before (the job picked before the last, or none).
+let refreshes = 0;
+let drawn = 0;
+
 async function refresh() {
+  const mine = ++refreshes;
   try {
     const [health, model, nodes, jobs, page] = await Promise.all([
       get("health"),
@@ -97,6 +104,8 @@ async function refresh() {
     const nodeHistory = state.chartNode
       ? await get(`plans?node=${encodeURIComponent(state.chartNode)}&limit=40`)
       : { plans: [] };
+    if (mine < drawn) return;
+    drawn = mine;
     renderStatus(health, model);
     keepFocus(() => {
       draw("nodes", [nodes, plans, jobs, picked], () => renderNodes(nodes, plans, jobs));
@@ -108,6 +117,7 @@ async function refresh() {
     state.lastOk = Date.now();
     document.getElementById("error").hidden = true;
   } catch (err) {
+    if (mine < drawn) return;
     const box = document.getElementById("error");
     const since = state.lastOk ? `; showing what was read at ${new Date(state.lastOk).toLocaleTimeString("en-GB")}` : "";
     box.textContent = `cannot read the service (${err.message})${since}`;

@@ -273,3 +273,40 @@ def test_picking_a_job_brings_its_page_into_view_and_focus(service, browser):
     browser.get("about:blank")
     browser.get(f"{srv.url}/ui/?refresh=3600#job/job-15")
     wait_for(browser, lambda d: text(d, "#job-title") == "Job job-15" and d.execute_script(in_view), "job-15 in view")
+
+
+# fetch, wrapped in the page: requests for /jobs/slow wait for window.__release(); __pending counts requests whose
+# answer the page has not read yet (it drops to 0 only after the page's code that awaited the last answer has run)
+HOLD_SLOW = """
+window.__pending = 0;
+const plain = window.fetch;
+window.fetch = async (url, opts) => {
+  window.__pending++;
+  try {
+    if (String(url).includes("/jobs/slow")) await new Promise((go) => { window.__release = go; });
+    const r = await plain(url, opts);
+    if (!r.ok) { window.__pending--; return r; }
+    const json = r.json.bind(r);
+    r.json = () => json().finally(() => { window.__pending--; });
+    return r;
+  } catch (err) { window.__pending--; throw err; }
+};
+"""
+
+
+def test_a_refresh_that_answers_late_does_not_draw_over_a_newer_one(service, browser):
+    srv, http = service
+    register(http, "gpu-e", "slow", STEEP)
+    register(http, "gpu-e", "fast", FLAT)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: set(rows(d)) == {"slow", "fast"}, "both jobs")
+    browser.execute_script(HOLD_SLOW)
+    browser.execute_script("location.hash = '#job/slow'")  # this refresh waits for its job's answer...
+    wait_for(browser, lambda d: d.execute_script("return typeof window.__release === 'function'"), "the held request")
+    browser.execute_script("location.hash = '#job/fast'")  # ... while the user picks another job
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job fast", "the job picked last")
+    browser.execute_script("window.__release()")
+    wait_for(browser, lambda d: d.execute_script("return window.__pending === 0"), "the held refresh's end")
+    assert text(browser, "#job-title") == "Job fast"  # the older refresh's job ("Job slow") was drawn over it
+    assert browser.execute_script("return location.hash") == "#job/fast"
