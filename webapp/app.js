@@ -38,7 +38,13 @@ const num = (x, digits = 1) => {
 // an axis tick: short (1.2B: "1,200,000,000" did not fit the margin) and exact enough that ticks differ ("0, 0, 1, 1, 1")
 const tick = (x) => Number(x).toLocaleString("en", { notation: "compact", maximumSignificantDigits: 3 });
 const pct = (x) => (x === null || x === undefined ? "–" : `${Math.round(100 * x)}%`);
-const clock = (epochS) => new Date(epochS * 1000).toLocaleTimeString("en-GB");
+// a time of day, with its date when that is not today (a plan of last week read as one of this morning)
+const clock = (epochS) => {
+  const t = new Date(epochS * 1000);
+  return t.toDateString() === new Date().toDateString()
+    ? t.toLocaleTimeString("en-GB")
+    : t.toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "medium" });
+};
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const mb = (x) => (x >= 1024 ? `${num(x / 1024)} GB` : `${x} MB`);
 // A job's colour: hues in the order jobs are first seen, each the golden angle (137.5°) from the last, so
@@ -108,9 +114,10 @@ async function refresh() {
     drawn = mine;
     renderStatus(health, model);
     keepFocus(() => {
-      draw("nodes", [nodes, plans, jobs, picked], () => renderNodes(nodes, plans, jobs));
+      const today = new Date().toDateString(); // past midnight, times of yesterday get their date
+      draw("nodes", [nodes, plans, jobs, picked, today], () => renderNodes(nodes, plans, jobs));
       draw("job", [picked, job, plans], () => renderJob(picked, job, plans));
-      draw("history", [page, nodeHistory.plans, nodes, state.chartNode, state.historyLimit], () =>
+      draw("history", [page, nodeHistory.plans, nodes, state.chartNode, state.historyLimit, today], () =>
         renderHistory(page, nodeHistory.plans, nodes),
       );
     });
@@ -220,7 +227,8 @@ function jobTable(jobs, plan) {
     const reason = plan && plan.reasons[j.job_id] ? plan.reasons[j.job_id] : "not in a plan yet";
     return h(
       "tr",
-      { "data-job": j.job_id, class: j.job_id === selectedJob() ? "selected" : null },
+      // the picked job's row: tinted, its link bold, and announced as the current one
+      { "data-job": j.job_id, class: j.job_id === selectedJob() ? "selected" : null, "aria-current": j.job_id === selectedJob() ? "true" : null },
       h("td", { class: "job" }, h("span", { class: "swatch", style: `background:${colour(j.job_id)}` }), jobLink(j.job_id)),
       h("td", { class: "n" }, j.gpus),
       h("td", { class: "n workers" }, w),

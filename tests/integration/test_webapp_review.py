@@ -3,8 +3,12 @@ service (the fixtures and helpers of ``test_webapp.py``)."""
 
 from __future__ import annotations
 
+import httpx
+
+from adlrec.service import create_app
 from tests.integration import test_webapp
 from tests.integration.test_webapp import AUTH, STEEP, recompute, register, rows, text, texts, wait_for
+from tests.service_helpers import LiveServer, ManualClock
 
 browser = test_webapp.browser  # the fixtures: one Chromium for this module, a fresh service per test
 service = test_webapp.service
@@ -151,3 +155,31 @@ def test_a_refresh_keeps_focus_selection_and_the_node_menu(service, browser):
     (plan,) = recompute(http)
     wait_for(browser, lambda d: str(plan["plan_id"]) in texts(d, "#history-table tr[data-plan]", "data-plan"), "it")
     assert browser.execute_script("return window.__menu.isConnected")
+
+
+def test_times_not_of_today_carry_their_date(tmp_path, browser):
+    # a plan stored at noon UTC on 15 January 2027 (the same date in any time zone within 11 hours of UTC)
+    settings = test_webapp.service_settings(tmp_path)
+    clock = ManualClock(1_800_014_400.0)
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        register(http, "gpu-h", "old", STEEP)
+        recompute(http)
+        browser.get(f"{srv.url}/ui/?refresh=60")
+        wait_for(browser, lambda d: texts(d, "#history-table tr[data-plan]"), "the plan")
+        # it said "at 12:00:00" as if of this morning
+        assert "15 Jan 2027" in text(browser, "[data-node='gpu-h'] h3 .meta")
+        assert "15 Jan 2027" in texts(browser, "#history-table tr[data-plan] td")[2]
+
+
+def test_the_picked_job_and_a_lost_service_are_told_without_colour(service, browser):
+    srv, http = service
+    register(http, "gpu-i", "mine", STEEP)
+    register(http, "gpu-i", "other", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=60#job/mine")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job mine" and rows(d), "the job")
+    # the picked job's row was only tinted: a screen reader is told it is the current one
+    current = "return [...document.querySelectorAll('tr[aria-current=true]')].map(e => e.dataset.job)"
+    assert browser.execute_script(current) == ["mine"]
+    # the banner that says the service cannot be read is announced when it appears
+    assert browser.execute_script("return document.getElementById('error').getAttribute('role')") == "alert"
