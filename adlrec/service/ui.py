@@ -8,10 +8,23 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.types import Scope
 
 __all__ = ["mount_ui"]
 
 log = logging.getLogger(__name__)
+
+
+class _UIFiles(StaticFiles):
+    """The UI's files, each answered with ``Cache-Control: no-cache``: a browser asks again every time (an
+    unchanged file costs a 304 on its ETag).  Without it a browser may reuse a file for a tenth of the age
+    its Last-Modified gives it, so after an upgrade it ran last month's app.js against the new API."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
 
 def mount_ui(app: FastAPI, directory: Path) -> bool:
@@ -23,7 +36,7 @@ def mount_ui(app: FastAPI, directory: Path) -> bool:
     if not (directory / "index.html").is_file():
         log.warning("web UI not served: %s has no index.html; set ADLREC_SERVICE_WEBAPP_DIR", directory)
         return False
-    app.mount("/ui", StaticFiles(directory=directory, html=True), name="ui")
+    app.mount("/ui", _UIFiles(directory=directory, html=True), name="ui")
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -310,3 +312,25 @@ def test_a_refresh_that_answers_late_does_not_draw_over_a_newer_one(service, bro
     wait_for(browser, lambda d: d.execute_script("return window.__pending === 0"), "the held refresh's end")
     assert text(browser, "#job-title") == "Job fast"  # the older refresh's job ("Job slow") was drawn over it
     assert browser.execute_script("return location.hash") == "#job/fast"
+
+
+def test_a_changed_ui_file_is_read_again_not_taken_from_the_browser_cache(tmp_path, browser):
+    # an upgraded service with last month's app.js still in the browser: without Cache-Control the browser may
+    # reuse a file whose Last-Modified is old for a tenth of its age (days), against the new service's API
+    webapp = tmp_path / "webapp"
+    shutil.copytree(Path(__file__).parents[2] / "webapp", webapp)
+    month_ago = time.time() - 30 * 86400
+    for f in webapp.iterdir():
+        os.utime(f, (month_ago, month_ago))
+    settings = service_settings(tmp_path, service_webapp_dir=webapp)
+    with LiveServer(create_app(settings)) as srv:
+        assert httpx.get(f"{srv.url}/ui/app.js").headers["cache-control"] == "no-cache"
+        browser.get(f"{srv.url}/ui/?refresh=3600")
+        wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
+        app = webapp / "app.js"
+        app.write_text(app.read_text() + '\ndocument.title = "the new app.js";\n')
+        os.utime(app, (month_ago + 3600, month_ago + 3600))  # another Last-Modified and ETag, still old
+        browser.get("about:blank")
+        browser.get(f"{srv.url}/ui/?refresh=3600")
+        wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service again")
+        assert browser.title == "the new app.js"
