@@ -8,6 +8,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -334,3 +335,20 @@ def test_a_changed_ui_file_is_read_again_not_taken_from_the_browser_cache(tmp_pa
         browser.get(f"{srv.url}/ui/?refresh=3600")
         wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service again")
         assert browser.title == "the new app.js"
+
+
+def test_the_page_and_what_it_links_to_work_offline_or_say_they_need_the_internet(service, browser):
+    srv, http = service
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(u.startswith(f"{srv.url}/") for u in loaded), loaded
+    links = texts(browser, "header a, footer a", "href")
+    assert links, "the page links to the API's description"
+    footer = text(browser, "footer")
+    for href in links:
+        r = http.get(httpx.URL(f"{srv.url}/ui/").join(href))
+        assert r.status_code == 200, href
+        # FastAPI's /docs page loads Swagger UI from a CDN: offline it is blank
+        outside = re.findall(r"""(?:src|href)=["'](https?://[^"']+)""", r.text)
+        assert not outside or "internet" in footer, (href, outside)
