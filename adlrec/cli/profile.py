@@ -104,20 +104,19 @@ def add_commands(sub) -> None:
 
 def job_and_device(args: argparse.Namespace, settings):
     from adlrec.folders import ensure_folder
-    from adlrec.job import check_job_file, load_job, parse_param_overrides
+    from adlrec.job import load_job, parse_param_overrides
     from adlrec.profile.device import parse_device
 
     device = parse_device(args.device)
-    overrides = parse_param_overrides(args.param)
-    check_job_file(args.model_py)  # the arguments first: a mistyped one leaves no datasets folder behind
-    # the job caches generated data there: a folder that cannot be made is the setting's fault, not model.py's
-    ensure_folder(settings.datasets_dir, "the datasets folder", "--data-dir or ADLREC_DATA_DIR")
+    # the arguments first: a model.py that is missing or does not load leaves no datasets folder behind
     job = load_job(
         args.model_py,
-        overrides=overrides,
+        overrides=parse_param_overrides(args.param),
         data_dir=settings.datasets_dir,
         seed=settings.seed,
     )
+    # the job caches generated data there: a folder that cannot be made is the setting's fault, not model.py's
+    ensure_folder(settings.datasets_dir, "the datasets folder", "--data-dir or ADLREC_DATA_DIR")
     return job, device
 
 

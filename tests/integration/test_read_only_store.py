@@ -141,3 +141,14 @@ def test_a_missing_model_py_creates_no_folder(tmp_path, capsys, command):
         f"adlrec: error: {missing}: no such file; expected a model.py that defines the adlrec job contract\n"
     )
     assert _tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", [["predict", "--compare"], ["profile"], ["profile", "--no-log"]])
+def test_a_model_py_that_does_not_import_creates_no_folder(tmp_path, capsys, command):
+    """A model.py with a syntax error left an empty <data-dir>/datasets (and data dir) behind."""
+    job = tmp_path / "model.py"
+    job.write_text('PARAMS = {"batch_size": 1}\ndef build_dataset(cfg:\n')
+    argv = [command[0], str(job), *command[1:], "--data-dir", str(tmp_path / "data"), *PROBE]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("adlrec: error: model.py: does not import: SyntaxError")
+    assert _tree(tmp_path) == [Path("model.py")]
