@@ -140,5 +140,5 @@ def load_settings(**overrides: Any) -> Settings:
 
 def sqlite_file(uri: str) -> Path | None:
     """The database file a ``sqlite:///`` tracking URI names (relative to the current folder unless the
-    path after the three slashes is absolute), else None."""
-    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    path after the three slashes is absolute; without SQLAlchemy's ``?options``), else None."""
+    return Path(uri.removeprefix("sqlite:///").partition("?")[0]) if uri.startswith("sqlite:///") else None

@@ -151,13 +151,10 @@ class Tracker:
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.artifact_root = artifact_root
-        if tracking_uri.startswith("sqlite:///"):
-            ensure_folder(
-                Path(tracking_uri.removeprefix("sqlite:///")).parent,
-                "the MLflow store's folder",
-                "--data-dir, ADLREC_DATA_DIR or --tracking-uri",
-            )
-            if Path(tracking_uri.removeprefix("sqlite:///")).is_dir():  # MLflow would retry it for 100 s
+        path = sqlite_file(tracking_uri)
+        if path is not None:
+            ensure_folder(path.parent, "the MLflow store's folder", "--data-dir, ADLREC_DATA_DIR or --tracking-uri")
+            if path.is_dir():  # MLflow would retry it for 100 s
                 raise UsageError(
                     f"tracking store {tracking_uri!r}: a folder, not a database file; expected "
                     "sqlite:///path/mlflow.db (set by --tracking-uri or MLFLOW_TRACKING_URI)"
@@ -355,10 +352,11 @@ def _store_lock(tracking_uri: str) -> Iterator[None]:
     """Hold an exclusive lock on a SQLite store's folder while MLflow opens the store: opening a new
     store creates its tables by migrations, and two commands started together on one new store both
     migrated it and failed (alembic's "expected to match one row", "duplicate column name")."""
-    if not tracking_uri.startswith("sqlite:///"):
+    path = sqlite_file(tracking_uri)
+    if path is None:
         yield
         return
-    fd = os.open(Path(tracking_uri.removeprefix("sqlite:///")).parent, os.O_RDONLY)
+    fd = os.open(path.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

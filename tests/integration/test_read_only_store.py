@@ -152,3 +152,21 @@ def test_a_model_py_that_does_not_import_creates_no_folder(tmp_path, capsys, com
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("adlrec: error: model.py: does not import: SyntaxError")
     assert _tree(tmp_path) == [Path("model.py")]
+
+
+def test_a_sqlite_uri_with_options_names_its_file(tmp_path, capsys):
+    """`?timeout=5` (an option SQLAlchemy takes) was read as part of the file name: a reading command said an
+    existing store did not exist, and another program's database behind such a URI was migrated by MLflow."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts").log_profile(make_profile())
+    assert main(["profiles", "list", "--tracking-uri", f"{uri}?timeout=5"]) == 0
+    assert " w " in capsys.readouterr().out
+    path = tmp_path / "app.db"
+    _foreign_database(path, "delete")
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(make_profile().to_dict()))
+    content = path.read_bytes()
+    for argv in (["model", "list"], ["profiles", "import", str(profile)]):
+        assert main([*argv, "--tracking-uri", f"sqlite:///{path}?timeout=5"]) == 2, argv
+        assert f"{path} is not an MLflow store" in capsys.readouterr().err, argv
+    assert path.read_bytes() == content
