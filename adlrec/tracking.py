@@ -105,12 +105,13 @@ def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def check_sqlite_store(tracking_uri: str) -> None:
+def check_sqlite_store(tracking_uri: str, origin: str = "") -> None:
     """Raise :class:`UsageError` when ``tracking_uri`` names a SQLite database of another program (tables,
     but neither of MLflow's ``alembic_version`` and ``experiments``): opening it, MLflow's migrations
     would add their tables to it.  The file is only read, and left as it was: opened read-only, or
     immutable when it is in WAL mode with no ``-wal`` file beside it (a read-only reader would leave a new
-    ``-wal`` and ``-shm`` there).  A file that is missing, empty (a new store) or not SQLite is left to MLflow."""
+    ``-wal`` and ``-shm`` there).  A file that is missing, empty (a new store) or not SQLite is left to MLflow.
+    ``origin`` is the flag or variable that named the store, when the caller knows it."""
     path = sqlite_file(tracking_uri)
     if path is None:
         return
@@ -134,7 +135,8 @@ def check_sqlite_store(tracking_uri: str) -> None:
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
         raise UsageError(
             f"tracking store {tracking_uri!r}: {path} is not an MLflow store but another program's SQLite database "
-            f"(tables {shown}); expected a new file or an MLflow store (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+            f"(tables {shown}); expected a new file or an MLflow store (set by "
+            f"{origin or '--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR'})"
         )
 
 

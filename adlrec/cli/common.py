@@ -90,15 +90,18 @@ def stdout():
 
 def tracker_from(args: argparse.Namespace):
     settings = settings_from(args)
-    return settings, open_tracker(settings)
+    return settings, open_tracker(settings, args)
 
 
-def open_tracker(settings):
+def open_tracker(settings, args: argparse.Namespace | None = None):
     """The settings' tracking store and experiment; a remote server that does not answer is an
-    error now, not after MLflow's minutes of retries."""
+    error now, not after MLflow's minutes of retries.  With the command's ``args``, a refusal of the
+    store names the flag or variable that chose it."""
     from adlrec.tracking import Tracker, check_server
 
     check_server(settings.resolved_tracking_uri)
+    if args is not None:
+        store_exists(args, settings, reading=False)
     return Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
 
 
@@ -130,7 +133,7 @@ def store_exists(args: argparse.Namespace, settings, *, reading: bool) -> bool:
     if path.exists():
         from adlrec.tracking import check_sqlite_store
 
-        check_sqlite_store(uri)
+        check_sqlite_store(uri, store_origin(args) or "default: --data-dir or ADLREC_DATA_DIR chooses another")
         return True
     origin = store_origin(args)
     if reading and origin:

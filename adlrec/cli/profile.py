@@ -157,7 +157,7 @@ def profile_tracker(args: argparse.Namespace, settings):
     """The store a sweep will be logged to, checked now rather than after a long sweep."""
     if args.no_log:
         return None
-    tracker = open_tracker(settings)
+    tracker = open_tracker(settings, args)
     tracker.experiment_id()
     return tracker
 

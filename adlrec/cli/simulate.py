@@ -191,7 +191,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.log_mlflow:  # only once the input is known good: a bad trace stores nothing
         args.experiment = args.experiment or SIMULATION_EXPERIMENT
         settings = settings_from(args)
-        tracker = open_tracker(settings)
+        tracker = open_tracker(settings, args)
         tracker.experiment_id()  # fail on a bad store before simulating
     try:
         runs = compare_policies(jobs, {n: POLICIES[n] for n in names}, node, config)

@@ -113,7 +113,7 @@ def test_another_programs_sqlite_database_is_refused_and_left_byte_for_byte(tmp_
         assert capsys.readouterr().err == (
             f"adlrec: error: tracking store {uri!r}: {path} is not an MLflow store but another program's SQLite "
             "database (tables accounts, notes, tags); expected a new file or an MLflow store (set by "
-            "--tracking-uri or MLFLOW_TRACKING_URI)\n"
+            "--tracking-uri)\n"
         ), argv
     assert path.read_bytes() == content
     assert _tree(tmp_path) == before
@@ -170,3 +170,25 @@ def test_a_sqlite_uri_with_options_names_its_file(tmp_path, capsys):
         assert main([*argv, "--tracking-uri", f"sqlite:///{path}?timeout=5"]) == 2, argv
         assert f"{path} is not an MLflow store" in capsys.readouterr().err, argv
     assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize("origin", ["--data-dir", "ADLREC_DATA_DIR"])
+def test_another_programs_database_names_where_its_path_came_from(tmp_path, monkeypatch, capsys, origin):
+    """It said '(set by --tracking-uri or MLFLOW_TRACKING_URI)' of a store that --data-dir chose."""
+    (tmp_path / "data").mkdir()
+    path = tmp_path / "data" / "mlflow.db"
+    _foreign_database(path, "delete")
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(make_profile().to_dict()))
+    content, before = path.read_bytes(), _tree(tmp_path)
+    where = ["--data-dir", str(tmp_path / "data")] if origin == "--data-dir" else []
+    if origin == "ADLREC_DATA_DIR":
+        monkeypatch.setenv("ADLREC_DATA_DIR", str(tmp_path / "data"))
+    for argv in (["profiles", "list"], ["model", "list"], ["profiles", "import", str(profile)]):
+        assert main([*argv, *where]) == 2, argv
+        assert capsys.readouterr().err.endswith(
+            f"is not an MLflow store but another program's SQLite database (tables accounts, notes, tags); "
+            f"expected a new file or an MLflow store (set by {origin})\n"
+        ), argv
+    assert path.read_bytes() == content
+    assert _tree(tmp_path) == before
