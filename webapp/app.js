@@ -264,7 +264,11 @@ function renderJob(id, job, plans) {
       "p",
       { class: "meta" },
       `node ${job.node} · ${job.status} · ${plural(job.gpus, "GPU")} · ` +
-        (job.status === "active" ? `plan: ${plural(a.workers, "worker")}` + (a.plan_id ? ` (plan #${a.plan_id})` : "") : "in no plan") +
+        // no plan holds it: the count it is told is what it runs with or asked for, not a plan's (it said "plan: 1 worker"
+        // above "not in a plan yet")
+        (job.status !== "active" ? "in no plan"
+          : a.plan_id ? `plan: ${plural(a.workers, "worker")} (plan #${a.plan_id})`
+          : `no plan yet: told ${plural(a.workers, "worker")} (what it runs with or asked for, within its bounds)`) +
         ` · running with ${job.reported_workers ?? "–"} · asked for ${job.requested_workers} · curve: ${job.curve_source}`,
     ),
     h("p", { class: "why" }, job.status !== "active" ? `in no plan: the job has ${job.status}`
@@ -313,6 +317,7 @@ function curveChart(job) {
     values.length === 1 ? s("circle", { class: `${cls}-dot`, cx: x(0), cy: y(values[0]), r: 3.5 }) : null,
   ];
   const a = job.assignment.workers;
+  const told = `${job.assignment.plan_id ? "plan" : "told (no plan)"}: ${plural(a, "worker")}`;
   const step = Math.max(1, Math.ceil(n / 16));
   const xt = [];
   for (let w = 0; w <= n; w += step) xt.push(w);
@@ -335,9 +340,9 @@ function curveChart(job) {
     job.status === "active" && [  // an ended job's assignment is only a fallback count, not a plan
       s("line", { class: "assigned", x1: x(a), x2: x(a), y1: m.t, y2: H - m.b }),
       // right of the line, or left of it near the right edge (where it was cut off)
-      x(a) > W - m.r - 110
-        ? s("text", { class: "assigned-label", x: x(a) - 5, y: m.t + 10, "text-anchor": "end" }, `plan: ${plural(a, "worker")}`)
-        : s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, `plan: ${plural(a, "worker")}`),
+      x(a) + 5 + 7 * told.length > W - m.r // about 7 units a character
+        ? s("text", { class: "assigned-label", x: x(a) - 5, y: m.t + 10, "text-anchor": "end" }, told)
+        : s("text", { class: "assigned-label", x: x(a) + 5, y: m.t + 10 }, told),
     ],
     s("g", { class: "legend", transform: `translate(${m.l} 12)` },
       s("line", { class: "predicted", x1: 0, x2: 22, y1: 0, y2: 0 }), s("text", { x: 28, y: 4 }, "predicted"),

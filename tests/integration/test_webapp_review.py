@@ -183,3 +183,23 @@ def test_the_picked_job_and_a_lost_service_are_told_without_colour(service, brow
     assert browser.execute_script(current) == ["mine"]
     # the banner that says the service cannot be read is announced when it appears
     assert browser.execute_script("return document.getElementById('error').getAttribute('role')") == "alert"
+
+
+def test_a_job_no_plan_holds_is_not_said_to_have_a_plan(service, browser):
+    srv, http = service
+    assert http.put("/nodes/tiny", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
+    register(http, "tiny", "stray", [10.0, 20.0, 30.0])  # two main processes on one core: no plan fits
+    register(http, "tiny", "stray2", [10.0, 20.0, 30.0])
+    recompute(http)
+    told = http.get("/jobs/stray").json()["assignment"]
+    assert told["plan_id"] is None and told["workers"] == 2
+    browser.get(f"{srv.url}/ui/?refresh=60#job/stray")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job stray" and texts(d, "#job .assigned-label"), "the job")
+    # it said "plan: 2 workers" above "not in a plan yet", and drew "plan: 2 workers" on the chart
+    meta = text(browser, "#job-detail .meta")
+    assert "plan: 2 workers" not in meta and "no plan yet: told 2 workers" in meta, meta
+    assert text(browser, "#job .why") == "not in a plan yet"
+    assert text(browser, "#job .assigned-label") == "told (no plan): 2 workers"
+    # at the curve's last count the longer label still ends inside the chart
+    (label,) = boxes(browser, "#job .assigned-label")
+    assert label["right"] <= 620, label
