@@ -4,8 +4,10 @@
 // as HTML, so a job id cannot inject markup.
 
 const query = new URLSearchParams(location.search);
-// seconds between refreshes, 1 s to a day: a browser runs a longer setInterval delay (over 2^31 ms) at once
-const EVERY_S = Math.min(86400, Math.max(1, Number(query.get("refresh")) || 5));
+// seconds between refreshes, 1 s to a day: a browser runs a longer setInterval delay (over 2^31 ms) at once.
+// What is not a positive number (0, -1, abc) is the default 5 s, not the fastest (-1 polled every second).
+const ASKED_S = Number(query.get("refresh"));
+const EVERY_S = ASKED_S > 0 ? Math.min(86400, Math.max(1, ASKED_S)) : 5;
 const API = new URL("..", location.href);
 const SVG = "http://www.w3.org/2000/svg";
 const state = { historyLimit: 30, chartNode: null, lastOk: null };

@@ -352,3 +352,14 @@ def test_the_page_and_what_it_links_to_work_offline_or_say_they_need_the_interne
         # FastAPI's /docs page loads Swagger UI from a CDN: offline it is blank
         outside = re.findall(r"""(?:src|href)=["'](https?://[^"']+)""", r.text)
         assert not outside or "internet" in footer, (href, outside)
+
+
+@pytest.mark.parametrize(
+    ("asked", "every"),
+    [("-1", "5"), ("-86400", "5"), ("0", "5"), ("abc", "5"), ("", "5"), ("NaN", "5"), ("0.2", "1"), ("2", "2")],
+)
+def test_a_refresh_that_is_not_a_positive_number_of_seconds_is_the_default(service, browser, asked, every):
+    srv, http = service
+    browser.get(f"{srv.url}/ui/?refresh={asked}")
+    wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
+    assert text(browser, "#every") == every  # -1 was taken as 1 s: a typo made the page poll every second
