@@ -47,6 +47,9 @@ const clock = (epochS) => {
     ? t.toLocaleTimeString("en-GB")
     : t.toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "medium" });
 };
+// whether a plan's map names the job itself: `id in map` is also true of every object's inherited names, so a
+// job called "constructor" or "toString" was read as planned, with a function for its count and reason
+const has = (map, id) => map != null && Object.hasOwn(map, id);
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const mb = (x) => (x >= 1024 ? `${num(x / 1024)} GB` : `${x} MB`);
 // A job's colour: hues in the order jobs are first seen, each the golden angle (137.5°) from the last, so
@@ -223,10 +226,10 @@ function jobTable(jobs, plan) {
   const head = ["job", "GPUs", "plan: workers", "running with", "samples/s measured", "expected", "of peak", "data wait", "why"];
   const numeric = (c) => c !== "job" && c !== "why";
   const rows = jobs.map((j) => {
-    const w = plan && j.job_id in plan.workers ? plan.workers[j.job_id] : j.assignment.workers;
-    const expected = plan && j.job_id in plan.throughput ? plan.throughput[j.job_id] : j.curve[w];
+    const w = plan && has(plan.workers, j.job_id) ? plan.workers[j.job_id] : j.assignment.workers;
+    const expected = plan && has(plan.throughput, j.job_id) ? plan.throughput[j.job_id] : j.curve[w];
     const peak = Math.max(...j.curve);
-    const reason = plan && plan.reasons[j.job_id] ? plan.reasons[j.job_id] : "not in a plan yet";
+    const reason = plan && has(plan.reasons, j.job_id) ? plan.reasons[j.job_id] : "not in a plan yet";
     return h(
       "tr",
       // the picked job's row: tinted, its link bold, and announced as the current one
@@ -259,7 +262,7 @@ function renderJob(id, job, plans) {
     detail.replaceChildren(h("p", { class: "empty" }, `the service knows no job ${id}`));
     return;
   }
-  const plan = plans.find((p) => p && job.job_id in p.workers);
+  const plan = plans.find((p) => p && has(p.workers, job.job_id));
   const a = job.assignment;
   detail.replaceChildren(
     h(
@@ -274,7 +277,7 @@ function renderJob(id, job, plans) {
         ` · running with ${job.reported_workers ?? "–"} · asked for ${job.requested_workers} · curve: ${job.curve_source}`,
     ),
     h("p", { class: "why" }, job.status !== "active" ? `in no plan: the job has ${job.status}`
-      : plan && plan.reasons[job.job_id] ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
+      : plan && has(plan.reasons, job.job_id) ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
     curveChart(job),
     job.measured.length
       ? h("div", { class: "scroll" }, h(

@@ -4,6 +4,7 @@ service (the fixtures and helpers of ``test_webapp.py``)."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from adlrec.service import create_app
 from tests.integration import test_webapp
@@ -203,3 +204,23 @@ def test_a_job_no_plan_holds_is_not_said_to_have_a_plan(service, browser):
     # at the curve's last count the longer label still ends inside the chart
     (label,) = boxes(browser, "#job .assigned-label")
     assert label["right"] <= 620, label
+
+
+@pytest.mark.parametrize("job_id", ["constructor", "toString"])
+def test_a_job_named_like_an_object_property_and_not_yet_planned_is_not_in_a_plan(service, browser, job_id):
+    # `id in plan.workers` is true of every object's inherited names: the page read the job's count, expected
+    # samples/s and reason from Object.prototype (a function's source, 'NaN%') instead of 'not in a plan yet'
+    srv, http = service
+    register(http, "gpu-p", "base", STEEP)
+    recompute(http)
+    register(http, "gpu-p", job_id, STEEP)  # arrives after the plan: no recompute yet (the test service's is hourly)
+    told = http.get(f"/jobs/{job_id}").json()["assignment"]
+    assert told["plan_id"] is None
+    browser.get(f"{srv.url}/ui/?refresh=60#job/{job_id}")
+    wait_for(browser, lambda d: job_id in rows(d) and text(d, "#job .why"), "the job")
+    row = rows(browser)[job_id]
+    assert row["workers"] == told["workers"] and row["why"] == "not in a plan yet", row
+    cells = texts(browser, f"article.node tr[data-job='{job_id}'] td")
+    assert "function" not in " ".join(cells) and "NaN" not in " ".join(cells), cells
+    assert text(browser, "#job .why") == "not in a plan yet"
+    assert "function" not in text(browser, "#job-detail")
