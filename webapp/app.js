@@ -10,6 +10,7 @@ const ASKED_S = Number(query.get("refresh"));
 const EVERY_S = ASKED_S > 0 ? Math.min(86400, Math.max(1, ASKED_S)) : 5;
 const API = new URL("..", location.href);
 const SVG = "http://www.w3.org/2000/svg";
+const TITLE = document.title;
 const state = { historyLimit: 30, chartNode: null, lastOk: null };
 
 // -- DOM helpers ---------------------------------------------------------------------------------
@@ -166,7 +167,8 @@ function keepFocus(redraw) {
 function renderStatus(health, model) {
   const which = model.version
     ? `model ${model.source} (@${model.alias})`
-    : h("span", { title: model.note || "no registered model", class: "fallback" }, "model: analytic fallback");
+    // why, as text: a tooltip (title) reached no keyboard, touch screen or screen reader
+    : h("span", { class: "fallback" }, "model: analytic fallback", h("span", { class: "note" }, ` (${model.note || "no registered model"})`));
   document.getElementById("status").replaceChildren(
     `service ${health.version} · policy ${health.policy} · store ${health.store} · `,
     which,
@@ -251,6 +253,8 @@ function jobTable(jobs, plan) {
 
 function renderJob(id, job, plans) {
   const section = document.getElementById("job");
+  // the tab's and the history's title name the job (every page was "adlrec: loader workers per job")
+  document.title = id ? `Job ${id} · adlrec` : TITLE;
   if (!id) {
     section.hidden = true;
     return;

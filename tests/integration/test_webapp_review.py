@@ -224,3 +224,20 @@ def test_a_job_named_like_an_object_property_and_not_yet_planned_is_not_in_a_pla
     assert "function" not in " ".join(cells) and "NaN" not in " ".join(cells), cells
     assert text(browser, "#job .why") == "not in a plan yet"
     assert "function" not in text(browser, "#job-detail")
+
+
+def test_why_the_model_is_the_fallback_is_text_and_a_job_page_has_its_title(service, browser):
+    srv, http = service
+    register(http, "gpu-t", "titled", STEEP)
+    recompute(http)
+    note = http.get("/model").json()["note"]
+    assert note  # no registered model in the test's store: the note says why
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: "titled" in rows(d), "the job")
+    # the note was only a tooltip (title attribute): no keyboard, touch screen or screen reader got to it
+    assert note in text(browser, "#status")
+    assert browser.title == "adlrec: loader workers per job"
+    browser.execute_script("location.hash = '#job/titled'")
+    wait_for(browser, lambda d: d.title == "Job titled · adlrec", "the job's page's title")
+    browser.execute_script("location.hash = ''")
+    wait_for(browser, lambda d: d.title == "adlrec: loader workers per job", "the page's own title again")
