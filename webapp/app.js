@@ -11,7 +11,7 @@ const EVERY_S = ASKED_S > 0 ? Math.min(86400, Math.max(1, ASKED_S)) : 5;
 const API = new URL("..", location.href);
 const SVG = "http://www.w3.org/2000/svg";
 const TITLE = document.title;
-const state = { historyLimit: 30, chartNode: null, lastOk: null };
+const state = { historyLimit: 30, chartNode: null, lastOk: null, titled: false };
 
 // -- DOM helpers ---------------------------------------------------------------------------------
 function el(ns, tag, attrs, kids) {
@@ -253,8 +253,11 @@ function jobTable(jobs, plan) {
 
 function renderJob(id, job, plans) {
   const section = document.getElementById("job");
-  // the tab's and the history's title name the job (every page was "adlrec: loader workers per job")
-  document.title = id ? `Job ${id} · adlrec` : TITLE;
+  // the tab's and the history's title name the job (every page was "adlrec: loader workers per job"); without
+  // a job, the page's own title comes back only in place of one set here
+  if (id) document.title = `Job ${id} · adlrec`;
+  else if (state.titled) document.title = TITLE;
+  state.titled = Boolean(id);
   if (!id) {
     section.hidden = true;
     return;
