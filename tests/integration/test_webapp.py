@@ -329,12 +329,12 @@ def test_a_changed_ui_file_is_read_again_not_taken_from_the_browser_cache(tmp_pa
         browser.get(f"{srv.url}/ui/?refresh=3600")
         wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
         app = webapp / "app.js"
-        app.write_text(app.read_text() + '\ndocument.title = "the new app.js";\n')
+        app.write_text(app.read_text() + "\nwindow.__newApp = true;\n")
         os.utime(app, (month_ago + 3600, month_ago + 3600))  # another Last-Modified and ETag, still old
         browser.get("about:blank")
         browser.get(f"{srv.url}/ui/?refresh=3600")
         wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service again")
-        assert browser.title == "the new app.js"
+        assert browser.execute_script("return window.__newApp === true"), "the browser ran its cached app.js"
 
 
 def test_the_page_and_what_it_links_to_work_offline_or_say_they_need_the_internet(service, browser):
@@ -363,3 +363,26 @@ def test_a_refresh_that_is_not_a_positive_number_of_seconds_is_the_default(servi
     browser.get(f"{srv.url}/ui/?refresh={asked}")
     wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
     assert text(browser, "#every") == every  # -1 was taken as 1 s: a typo made the page poll every second
+
+
+def test_the_page_may_load_and_run_only_what_the_service_serves(service, browser):
+    # defence in depth behind "every value is put in the page as text": a Content-Security-Policy lets the page
+    # load scripts, styles, images and API answers from the service only, so markup that got in anyway (or a
+    # CDN added by mistake) can neither run nor reach another host, and the page keeps working offline
+    srv, http = service
+    register(http, "gpu-f", "csp", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: "csp" in rows(d), "the job")
+    # the page itself runs under the policy: its script drew the table and its style attributes still apply
+    swatch = "getComputedStyle(document.querySelector('td.job .swatch')).backgroundColor"
+    assert browser.execute_script(f"return {swatch}") not in ("rgba(0, 0, 0, 0)", "transparent")
+    browser.execute_script(
+        """window.__blocked = [];
+           document.addEventListener("securitypolicyviolation", (e) => window.__blocked.push(e.blockedURI));
+           const img = document.createElement("img"); img.src = "http://192.0.2.1/pixel.png"; document.body.append(img);
+           const s = document.createElement("script"); s.textContent = "window.__ran = true"; document.body.append(s);"""
+    )
+    wait_for(browser, lambda d: d.execute_script("return window.__blocked.length") >= 2, "both refused by the policy")
+    assert browser.execute_script("return window.__ran === undefined")
+    assert "http://192.0.2.1/pixel.png" in browser.execute_script("return window.__blocked")
