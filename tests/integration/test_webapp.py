@@ -386,3 +386,13 @@ def test_the_page_may_load_and_run_only_what_the_service_serves(service, browser
     wait_for(browser, lambda d: d.execute_script("return window.__blocked.length") >= 2, "both refused by the policy")
     assert browser.execute_script("return window.__ran === undefined")
     assert "http://192.0.2.1/pixel.png" in browser.execute_script("return window.__blocked")
+
+
+def test_the_job_title_takes_focus_without_a_focus_ring(service, browser):
+    # the title is focused for the keyboard and screen readers, not clicked: a ring round a heading looked broken
+    srv, http = service
+    register(http, "gpu-g", "ring", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600#job/ring")
+    wait_for(browser, lambda d: d.execute_script("return document.activeElement.id") == "job-title", "the focus")
+    assert browser.execute_script("return getComputedStyle(document.activeElement).outlineStyle") == "none"
