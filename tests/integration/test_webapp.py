@@ -396,3 +396,27 @@ def test_the_job_title_takes_focus_without_a_focus_ring(service, browser):
     browser.get(f"{srv.url}/ui/?refresh=3600#job/ring")
     wait_for(browser, lambda d: d.execute_script("return document.activeElement.id") == "job-title", "the focus")
     assert browser.execute_script("return getComputedStyle(document.activeElement).outlineStyle") == "none"
+
+
+def test_on_a_phone_the_charts_text_stays_readable(service, browser):
+    # a chart's text scales with the chart: squeezed to a 375 px screen, its 11 px ticks were under 6 px
+    srv, http = service
+    register(http, "gpu-h", "phone", RISING)
+    recompute(http)
+    assert http.post("/jobs/phone/heartbeat", json={"throughput": 30.0, "workers": 1}, headers=AUTH).status_code == 200
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 375, "height": 800, "deviceScaleFactor": 1, "mobile": True}
+    )
+    try:
+        browser.get(f"{srv.url}/ui/?refresh=3600#job/phone")
+        wait_for(
+            browser, lambda d: texts(d, "#job .chart .tick") and texts(d, "#history-chart svg rect"), "both charts"
+        )
+        heights = browser.execute_script(
+            "return [...document.querySelectorAll('.chart .tick')].map(e => e.getBoundingClientRect().height)"
+        )
+        assert min(heights) >= 9, heights
+        # the chart scrolls sideways inside its own box; the page does not
+        assert browser.execute_script("const e = document.documentElement; return e.scrollWidth <= e.clientWidth")
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
