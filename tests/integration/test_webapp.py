@@ -420,3 +420,20 @@ def test_on_a_phone_the_charts_text_stays_readable(service, browser):
         assert browser.execute_script("const e = document.documentElement; return e.scrollWidth <= e.clientWidth")
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_before_the_first_read_the_page_does_not_say_there_is_no_node(service, browser):
+    # the page is served but the API fails (here /health is blocked; a store that is down answers 503): the node
+    # list said "no node yet", as if the service had none, beside the banner that it cannot be read
+    srv, http = service
+    register(http, "gpu-i", "hidden", STEEP)
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": [f"{srv.url}/health"]})
+    try:
+        browser.get(f"{srv.url}/ui/?refresh=3600")
+        wait_for(browser, lambda d: d.execute_script("return !document.getElementById('error').hidden"), "the banner")
+        assert "no node" not in text(browser, "#node-list")
+        assert "not read yet" in text(browser, "#node-list")
+    finally:
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        browser.execute_cdp_cmd("Network.disable", {})
