@@ -318,7 +318,8 @@ function niceMax(v) {
 
 function curveChart(job) {
   const W = 620, H = 290, m = { l: 64, r: 16, t: 38, b: 40 }; // the legend sits above the plot, never on a curve
-  const n = Math.max(1, job.curve.length - 1, job.predicted.length - 1);
+  // the axis reaches the last count measured or planned too: a point measured past the curve's end was drawn at it
+  const n = Math.max(1, job.curve.length - 1, job.predicted.length - 1, ...job.measured.map((p) => p.workers), job.assignment.workers);
   const peak = Math.max(0, ...job.curve, ...job.predicted, ...job.measured.map((p) => p.throughput));
   const top = niceMax(peak > 0 ? peak * 1.05 : 1); // not at least 1: a curve of 0.003 samples/s was a flat line
   const x = (w) => m.l + (Math.min(w, n) / n) * (W - m.l - m.r);

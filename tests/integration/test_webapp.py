@@ -437,3 +437,18 @@ def test_before_the_first_read_the_page_does_not_say_there_is_no_node(service, b
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
         browser.execute_cdp_cmd("Network.disable", {})
+
+
+def test_a_point_measured_past_the_curves_end_is_drawn_where_it_was_measured(service, browser):
+    # a job that runs with more workers than its curve covers: its point was drawn at the curve's last count
+    # (clamped to the axis), as if measured there
+    srv, http = service
+    register(http, "gpu-j", "beyond", [10.0, 20.0, 30.0, 40.0])
+    r = http.post("/jobs/beyond/heartbeat", json={"throughput": 55.0, "workers": 10}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    browser.get(f"{srv.url}/ui/?refresh=3600#job/beyond")
+    wait_for(browser, lambda d: texts(d, "#job svg > circle.measured"), "the measured point")
+    last_x = float(attr(browser, "#job polyline.used", "points").split()[-1].split(",")[0])
+    cx = float(attr(browser, "#job svg > circle.measured", "cx"))
+    assert cx > last_x, (cx, last_x)
+    assert "10" in texts(browser, "#job .chart text.tick")  # the axis reaches the count it was measured at
