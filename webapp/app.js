@@ -111,7 +111,9 @@ async function refresh() {
       nodes.map((n) => (n.plan_id ? get(`nodes/${encodeURIComponent(n.name)}/plan`) : null)),
     );
     if (!state.chartNode || !nodes.some((n) => n.name === state.chartNode)) {
-      state.chartNode = (nodes.find((n) => n.plan_id) || nodes[0] || {}).name || null;
+      // a node with active jobs first: one whose jobs all ended long ago has only history to show
+      state.chartNode =
+        (nodes.find((n) => n.plan_id && n.active_jobs) || nodes.find((n) => n.plan_id) || nodes[0] || {}).name || null;
     }
     const nodeHistory = state.chartNode
       ? await get(`plans?node=${encodeURIComponent(state.chartNode)}&limit=40`)

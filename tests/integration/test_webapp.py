@@ -452,3 +452,16 @@ def test_a_point_measured_past_the_curves_end_is_drawn_where_it_was_measured(ser
     cx = float(attr(browser, "#job svg > circle.measured", "cx"))
     assert cx > last_x, (cx, last_x)
     assert "10" in texts(browser, "#job .chart text.tick")  # the axis reaches the count it was measured at
+
+
+def test_the_plans_chart_opens_on_a_node_with_active_jobs(service, browser):
+    # it opened on the first node with any plan: on a long-running service, one whose jobs ended long ago
+    srv, http = service
+    register(http, "a-idle", "gone", STEEP)
+    recompute(http)
+    assert http.post("/jobs/gone/finish", headers=AUTH).status_code == 200
+    register(http, "b-busy", "here", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: texts(d, "#history-chart .legend"), "the plans chart")
+    assert text(browser, "#history-chart .legend").startswith("b-busy:")
