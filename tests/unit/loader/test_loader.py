@@ -133,7 +133,9 @@ def test_shuffle_none_is_dataloaders_default_no_shuffling():
     assert flat(ResizableLoader(Indices(6), batch_size=2, shuffle=None)) == list(range(6))
 
 
-def test_waited_s_counts_the_time_inside_next_and_nothing_between_batches():
+def test_waited_s_counts_the_time_inside_next_and_nothing_between_batches(monkeypatch):
+    from adlrec.loader import resizable
+
     now = [0.0]
 
     class Ticking(Indices):
@@ -141,7 +143,8 @@ def test_waited_s_counts_the_time_inside_next_and_nothing_between_batches():
             now[0] += 1.0  # loading a sample takes 1 s of the loader's clock (in-process: 0 workers)
             return super().__getitem__(i)
 
-    ld = ResizableLoader(Ticking(10), batch_size=2, num_workers=0, clock=lambda: now[0])
+    monkeypatch.setattr(resizable, "wait_clock", lambda: now[0])
+    ld = ResizableLoader(Ticking(10), batch_size=2, num_workers=0)
     assert ld.waited_s == 0.0
     for _ in ld:
         now[0] += 100.0  # the step: not a wait for data

@@ -31,6 +31,7 @@ def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_p
 ):
     from adlrec.cli import main
     from adlrec.service.deps import token_ok
+    from adlrec.tracking import Tracker
 
     monkeypatch.setenv("ADLREC_SERVICE_TOKEN", "")  # what `$(cat missing-file)` gives: not "any Bearer"
     for host in ("0.0.0.0", "127.0.0.1"):
@@ -45,6 +46,7 @@ def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_p
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the service token is empty" in err and "Traceback" not in err
     # commands that never use the token are not stopped by an empty one
+    Tracker(f"sqlite:///{tmp_path}/mlflow.db", "adlrec-profiles")  # a store to list (a missing one is exit 2)
     assert main(["profiles", "list", "--data-dir", str(tmp_path)]) == 0
     blank = load_settings(service_token=" \n")
     assert not token_ok(blank, "Bearer") and not token_ok(blank, "Bearer ") and not token_ok(blank, "")
