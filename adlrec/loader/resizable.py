@@ -29,6 +29,7 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from adlrec.loader.errands import Errands
 from adlrec.loader.order import EpochSampler, batches_of, draw_seed
 from adlrec.loader.pacing import ForkPacer, paced
 from adlrec.loader.pool import BatchRange, InnerLoader, Pool, shutdown
@@ -260,7 +261,7 @@ class _Pools:
         self.live: list[Pool] = []  # the live epoch's, oldest first
         self.schedule: Schedule | None = None  # the live epoch's: which pool serves which batch
         self.kept: list[Pool] = []  # persistent pools kept between epochs (woven, if several)
-        self.reapers: list[threading.Thread] = []  # shutting down drained pools off the loop's path
+        self.errands = Errands("adlrec-loader-reaper")  # stopping drained pools (and zygotes) off the loop's path
         self.ids = itertools.count()
         self.zygote: Zygote | None = None  # forks the workers of resizes (docs/loader.md), once one needed it
         # in-process pools serving the live epoch's share of pools that could not start
@@ -273,13 +274,10 @@ class _Pools:
         raise RuntimeError(f"ResizableLoader: the schedule names pool {pool_id}, which is not running")
 
     def reap(self, pool: Pool) -> None:
-        t = threading.Thread(target=shutdown, args=(pool,), name="adlrec-loader-reaper", daemon=True)
-        t.start()
-        self.reapers.append(t)
+        self.errands.submit(shutdown, pool)
 
     def join_reapers(self) -> None:
-        while self.reapers:
-            self.reapers.pop().join()
+        self.errands.join()
 
     def stop_live(self) -> None:
         while self.live:
@@ -303,8 +301,7 @@ class _Pools:
     def _zygote_busy(self) -> bool:
         """Whether a pool may still use the zygote: one running or kept that it forked, or any pool still
         shutting down (a stopped pool's start thread may still be asking it for workers)."""
-        self.reapers = [t for t in self.reapers if t.is_alive()]
-        return bool(self.reapers) or any(p.zygote is not None for p in [*self.live, *self.kept])
+        return self.errands.busy() or any(p.zygote is not None for p in [*self.live, *self.kept])
 
     def retire_zygote(self) -> None:
         """Stop the zygote if none of its workers run (the next epoch's resizes fork a fresh one, which
@@ -320,15 +317,13 @@ class _Pools:
         if self.zygote is None or self._zygote_busy():  # a drained pool may still be shutting down its workers
             return
         zygote, self.zygote = self.zygote, None  # a later resize forks a fresh one
-        t = threading.Thread(target=zygote.stop, name="adlrec-loader-zygote-stop", daemon=True)
-        t.start()
-        self.reapers.append(t)  # joined with the reapers at the epoch's end
+        self.errands.submit(zygote.stop)  # joined with the reapers at the epoch's end
 
     def close(self) -> None:
         self.stop_live()
         while self.kept:
             shutdown(self.kept.pop())
-        self.join_reapers()
+        self.errands.close()
         if self.zygote is not None:
             self.zygote.stop()
             self.zygote = None
@@ -657,6 +652,7 @@ class ResizableLoader:
             if self._retry is not None:  # a count that could not start last epoch: try it again
                 self._workers, self._retry = self._retry, None
             pools, workers = self._pools, self._workers
+        pools.errands.ensure_thread()  # now, while the loop waits for the epoch's workers anyway
         kept, pools.kept = pools.kept, []
         if not (kept and sum(p.workers for p in kept) == workers):
             for pool in kept:
@@ -840,13 +836,13 @@ class ResizableLoader:
         self._batches = None
         self._finished = True
         self._pools.stop_live()
-        self._pools.join_reapers()
+        self._pools.errands.close()  # every drained pool stopped; the next epoch starts the thread again
         self._pools.retire_zygote()
 
     def _abandon(self) -> None:
         """Stop the pools of an epoch left unfinished (the loop broke out, or a new iter() began)."""
         self._pools.stop_live()
-        self._pools.join_reapers()
+        self._pools.errands.close()  # every drained pool stopped; the next epoch starts the thread again
         self._pools.retire_zygote()
         self._batches = None
 

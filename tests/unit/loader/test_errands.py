@@ -1,0 +1,118 @@
+"""Errands: a loader's background work, in one thread started ahead of time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+import adlrec.loader.resizable as resizable
+from adlrec.loader import ResizableLoader
+from adlrec.loader.errands import Errands
+
+
+def test_errands_run_in_order_in_the_one_thread_started_ahead():
+    errands = Errands("test-errands")
+    assert errands.ensure_thread()
+    threads_before = threading.active_count()
+    ran: list[tuple[int, int]] = []
+    gate = threading.Event()
+    errands.submit(gate.wait)  # holds the thread: the next ones queue behind it
+    for i in range(5):
+        errands.submit(lambda i=i: ran.append((i, threading.get_ident())))
+    assert threading.active_count() == threads_before  # submitting started no thread
+    assert errands.busy()
+    gate.set()
+    errands.join()
+    assert not errands.busy()
+    assert [i for i, _ in ran] == list(range(5))
+    assert len({ident for _, ident in ran}) == 1
+    assert ran[0][1] != threading.get_ident()
+    errands.close()
+    assert not any(t.name == "test-errands" for t in threading.enumerate())
+
+
+def test_an_errand_that_fails_is_logged_and_the_next_one_runs(caplog):
+    errands = Errands("test-errands")
+    errands.ensure_thread()
+    done = threading.Event()
+
+    def broken() -> None:
+        raise ValueError("boom")
+
+    with caplog.at_level(logging.ERROR, logger="adlrec.loader.errands"):
+        errands.submit(broken)
+        errands.submit(done.set)
+        errands.join()
+    assert done.is_set()
+    assert any("boom" in (r.exc_text or "") or (r.exc_info and "boom" in str(r.exc_info[1])) for r in caplog.records)
+    errands.close()
+
+
+def test_without_its_thread_an_errand_still_runs_off_the_callers_thread():
+    errands = Errands("test-errands")  # ensure_thread never called, or closed since
+    where: list[int] = []
+    errands.submit(lambda: where.append(threading.get_ident()))
+    errands.join()
+    assert where and where[0] != threading.get_ident()
+    errands.ensure_thread()
+    errands.close()
+    errands.submit(lambda: where.append(threading.get_ident()))  # after close: a thread of its own again
+    errands.join()
+    assert len(where) == 2 and where[1] != threading.get_ident()
+    assert errands.ensure_thread()  # and it can start again
+    errands.close()
+
+
+class Squares(Dataset):
+    def __len__(self) -> int:
+        return 400
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor([i * i])
+
+
+@pytest.mark.filterwarnings("ignore:.*DataLoader workers on the.*:UserWarning")
+def test_a_drop_stops_the_drained_pools_in_the_errand_thread_the_epoch_started(monkeypatch):
+    stopped_in: list[str] = []
+    real = resizable.shutdown
+
+    def recording(pool):  # the real shutdown, noting which thread ran it
+        stopped_in.append(threading.current_thread().name)
+        real(pool)
+
+    monkeypatch.setattr(resizable, "shutdown", recording)
+    loader = ResizableLoader(Squares(), 4, num_workers=4, multiprocessing_context="fork", split_pools=True)
+    with loader:
+        it = iter(loader)
+        seen = [next(it) for _ in range(5)]
+        errand_thread = loader._pools.errands._thread
+        assert errand_thread is not None and errand_thread.is_alive()  # started with the epoch's workers
+        threads_before = {t.ident for t in threading.enumerate()}
+        loader.resize(1)  # 2+1+1 -> the pool of 1 goes on; the others drain and are stopped
+        for _ in range(20):
+            seen.append(next(it))
+            assert {t.ident for t in threading.enumerate()} <= threads_before  # no thread started on the way
+        loader._pools.join_reapers()
+        assert stopped_in and set(stopped_in) == {"adlrec-loader-reaper"}
+        assert loader._pools.errands._thread is errand_thread
+        seen += list(it)
+    assert torch.cat(seen).flatten().tolist() == [i * i for i in range(400)]
+    assert loader._pools.errands._thread is None  # the epoch's end stopped it
+
+
+@pytest.mark.parametrize("close_early", [False, True])
+def test_the_errand_thread_ends_with_the_epoch_or_the_loader(close_early):
+    loader = ResizableLoader(Squares(), 50, num_workers=1, multiprocessing_context="fork")
+    it = iter(loader)
+    next(it)
+    assert loader._pools.errands._thread is not None
+    if close_early:
+        loader.close()
+    else:
+        list(it)
+    assert not any(t.name == "adlrec-loader-reaper" for t in threading.enumerate())
+    loader.close()
