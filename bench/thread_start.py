@@ -9,6 +9,8 @@ another thread, alternately in the two ways the loader has had of stopping a dra
   new thread   ``threading.Thread(...).start()``: a thread per errand (the loader until 3931d48);
                ``start`` returns only once the new thread runs, which waits for a core
   errands      ``Errands.submit``: a thread started ahead (with the epoch's workers) takes it
+  spare        ``Errands.take_spare().run``: a thread started ahead runs it (a resize's new pool starts
+               so; the errand thread starts the next spare)
 
 Prints, for each, the time the loop's thread spent in the call (median, 90th percentile, max, in
 ms) beside the loop's median batch time.  Asserts nothing.
@@ -42,27 +44,36 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=40, help="calls of each kind")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")
-    batches = 20 + 2 * args.trials * 2
+    batches = 20 + 3 * args.trials * 2
     ds = Busy(batches * args.batch_size, calibrate(args.sample_ms))
-    errands = Errands("bench-errands")
+    errands = Errands("bench-errands", spares=1)
     errands.ensure_thread()
-    took: dict[str, list[float]] = {"new thread": [], "errands": []}
+    took: dict[str, list[float]] = {"new thread": [], "errands": [], "spare": []}
     gaps: list[float] = []
+    missed = 0  # spare calls that found no spare ready
     with ResizableLoader(ds, args.batch_size, num_workers=args.workers, multiprocessing_context="fork") as loader:
         it = iter(loader)
         for _ in range(20):  # every worker busy before the first trial
             next(it)
         last = time.perf_counter()
         for trial in range(args.trials):
-            for kind in ("new thread", "errands") if trial % 2 == 0 else ("errands", "new thread"):
+            kinds = list(took)
+            for kind in kinds[trial % 3 :] + kinds[: trial % 3]:
                 next(it)
                 now = time.perf_counter()
                 gaps.append(now - last)
                 t = time.perf_counter()
                 if kind == "new thread":
                     threading.Thread(target=lambda: None, daemon=True).start()
-                else:
+                elif kind == "errands":
                     errands.submit(lambda: None)
+                else:
+                    spare = errands.take_spare()
+                    if spare is None:  # the errand thread has not replaced the last one yet
+                        threading.Thread(target=lambda: None, daemon=True).start()
+                        missed += 1
+                    else:
+                        spare.run(lambda: None)
                 took[kind].append(time.perf_counter() - t)
                 next(it)
                 last = time.perf_counter()
@@ -80,7 +91,9 @@ def main() -> int:
     for kind, xs in took.items():
         p90 = statistics.quantiles(xs, n=10, method="inclusive")[-1]
         table.add_row(kind, *(f"{1e3 * v:.3f} ms" for v in (statistics.median(xs), p90, max(xs))))
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
+    console.print(f"spare calls that found none ready (and started a thread instead): {missed} of {args.trials}")
     return 0
 
 

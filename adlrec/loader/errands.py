@@ -6,6 +6,10 @@ until the new thread runs, which on saturated cores is a scheduling delay, measu
 (median 3.3) per drained pool on this project's 2-core machine, a third of a batch or more at batch
 times of 7-15 ms.  :class:`Errands` starts its thread once, where the loop waits anyway (an epoch's
 start, beside its workers' forks), and the loop only hands it errands afterwards.
+
+A resize's new pool starts in a thread of its own (its forks are paced per thread), so the loop also
+paid a thread start inside ``resize``.  :class:`Spare` threads are started ahead in the same way, each
+waiting to run one pool's start; the errand thread starts a new spare when the loop takes one.
 """
 
 from __future__ import annotations
@@ -16,9 +20,32 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Errands"]
+__all__ = ["Errands", "Spare"]
 
 log = logging.getLogger(__name__)
+
+
+class Spare:
+    """A thread started ahead of need, that runs one function when given it (and ends without, if retired)."""
+
+    def __init__(self, name: str) -> None:
+        self._job: Callable[[], Any] | None = None
+        self._given = threading.Event()
+        self.thread = threading.Thread(target=self._wait, name=name, daemon=True)
+
+    def run(self, job: Callable[[], Any]) -> None:
+        """Run ``job`` in this thread (once)."""
+        self._job = job
+        self._given.set()
+
+    def retire(self) -> None:
+        """End the thread without a job."""
+        self._given.set()
+
+    def _wait(self) -> None:
+        self._given.wait()
+        if self._job is not None:
+            self._job()
 
 
 class Errands:
@@ -29,8 +56,11 @@ class Errands:
     if no thread can start: out of processes).  An errand that raises is logged and the next one runs.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, spares: int = 0, spare_name: str = "") -> None:
         self.name = name
+        self.spares_wanted = spares  # spare threads kept ready while the errand thread runs
+        self.spare_name = spare_name
+        self._spares: deque[Spare] = deque()
         self._cond = threading.Condition()
         self._queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._running = 0  # errands taken from the queue and not yet done
@@ -51,7 +81,36 @@ class Errands:
                 log.warning("ResizableLoader: could not start its %s thread (%s)", self.name, exc)
                 return False
             self._thread = thread
-            return True
+        while self.spare_count() < self.spares_wanted and self._add_spare():
+            pass
+        return True
+
+    def spare_count(self) -> int:
+        with self._cond:
+            return len(self._spares)
+
+    def take_spare(self) -> Spare | None:
+        """A spare thread, running and waiting for its job, if one is ready; another is started off this thread."""
+        with self._cond:
+            if not self._spares:
+                return None
+            spare = self._spares.popleft()
+        self.submit(self._add_spare)
+        return spare
+
+    def _add_spare(self) -> bool:
+        spare = Spare(self.spare_name or self.name)
+        try:
+            spare.thread.start()
+        except RuntimeError as exc:  # out of processes: the next pool starts its own thread, as before
+            log.info("ResizableLoader: could not start a spare thread (%s)", exc)
+            return False
+        with self._cond:
+            if self._closing or self._thread is None:  # closed meanwhile: not wanted
+                spare.retire()
+                return False
+            self._spares.append(spare)
+        return True
 
     def submit(self, errand: Callable[..., Any], *args: Any) -> None:
         """Run ``errand(*args)`` off this thread, after the errands submitted before it."""
@@ -92,6 +151,11 @@ class Errands:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         self.join()
+        with self._cond:
+            spares, self._spares = list(self._spares), deque()
+        for spare in spares:
+            spare.retire()
+            spare.thread.join()
 
     def _serve(self) -> None:
         while True:

@@ -12,6 +12,7 @@ from typing import Any
 from torch.utils.data import DataLoader, Sampler, _utils
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
+from adlrec.loader.errands import Spare
 from adlrec.loader.pacing import ForkPacer
 from adlrec.loader.schedule import Schedule
 from adlrec.loader.workers import WorkerGate
@@ -156,10 +157,15 @@ class Pool:
         if self.gate is not None:
             self.gate.open_all()
 
-    def launch(self, background: bool) -> None:
-        """Create the inner iterator, which starts the workers; in a named daemon thread if ``background``."""
+    def launch(self, background: bool, spare: Spare | None = None) -> None:
+        """Create the inner iterator, which starts the workers; in a named daemon thread if ``background``
+        (``spare``'s, already running, if given: starting one costs the caller a wait for a core)."""
         if not background:
             self._start()
+            return
+        if spare is not None:
+            self.starter = spare.thread
+            spare.run(self._start)
             return
         starter = threading.Thread(target=self._start, name="adlrec-loader-start", daemon=True)
         try:

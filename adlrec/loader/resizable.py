@@ -58,6 +58,7 @@ STATE_VERSION = 1
 START_ERRORS = (OSError, MemoryError)
 MAX_POOLS = 8  # pools woven at once; a resize that would need more replaces them with one
 SPLIT_POOLS = 4  # at most this many of them at an epoch's start (split_workers)
+SPARE_STARTERS = 2  # threads kept ready to start a resize's new pools (errands.py); more start their own
 # What a fork costs per GB of the forking process's resident memory, on top of a small process's:
 # os.fork measured here took 6-10 ms with torch loaded, ~40 ms with 1 GB more touched, ~100 ms with 4 GB.
 FORK_S_PER_GB = 0.025
@@ -261,7 +262,8 @@ class _Pools:
         self.live: list[Pool] = []  # the live epoch's, oldest first
         self.schedule: Schedule | None = None  # the live epoch's: which pool serves which batch
         self.kept: list[Pool] = []  # persistent pools kept between epochs (woven, if several)
-        self.errands = Errands("adlrec-loader-reaper")  # stopping drained pools (and zygotes) off the loop's path
+        # stopping drained pools (and zygotes) off the loop's path, and threads ready to start a resize's pools
+        self.errands = Errands("adlrec-loader-reaper", spares=SPARE_STARTERS, spare_name="adlrec-loader-start")
         self.ids = itertools.count()
         self.zygote: Zygote | None = None  # forks the workers of resizes (docs/loader.md), once one needed it
         # in-process pools serving the live epoch's share of pools that could not start
@@ -652,7 +654,9 @@ class ResizableLoader:
             if self._retry is not None:  # a count that could not start last epoch: try it again
                 self._workers, self._retry = self._retry, None
             pools, workers = self._pools, self._workers
-        pools.errands.ensure_thread()  # now, while the loop waits for the epoch's workers anyway
+        # now, while the loop waits for the epoch's workers anyway; spares only for pools started in threads
+        pools.errands.spares_wanted = SPARE_STARTERS if self.background_start else 0
+        pools.errands.ensure_thread()
         kept, pools.kept = pools.kept, []
         if not (kept and sum(p.workers for p in kept) == workers):
             for pool in kept:
@@ -742,7 +746,8 @@ class ResizableLoader:
             numbers=numbers,
         )
         rng.configure(self._batches, self._pools.schedule, start)
-        pool.launch(background and workers > 0)
+        background = background and workers > 0
+        pool.launch(background, self._pools.errands.take_spare() if background else None)
         return pool
 
     def _uses_zygote(self) -> bool:

@@ -116,3 +116,28 @@ def test_the_errand_thread_ends_with_the_epoch_or_the_loader(close_early):
         list(it)
     assert not any(t.name == "adlrec-loader-reaper" for t in threading.enumerate())
     loader.close()
+
+
+def test_a_grow_starts_its_pool_in_a_spare_thread_started_before_the_resize():
+    loader = ResizableLoader(Squares(), 4, num_workers=1, multiprocessing_context="fork")
+    with loader:
+        it = iter(loader)
+        seen = [next(it) for _ in range(3)]
+        spares = {t.ident for t in threading.enumerate() if t.name == "adlrec-loader-start"}
+        assert len(spares) == resizable.SPARE_STARTERS  # started with the epoch's workers
+        loader.resize(2)
+        grown = loader._pools.live[-1]
+        assert grown.workers == 1 and grown.starter is not None and grown.starter.ident in spares
+        seen += list(it)
+    assert torch.cat(seen).flatten().tolist() == [i * i for i in range(400)]
+    assert not any(t.name in ("adlrec-loader-start", "adlrec-loader-reaper") for t in threading.enumerate())
+
+
+def test_no_spare_thread_waits_for_a_loader_that_starts_its_pools_in_the_loop():
+    loader = ResizableLoader(Squares(), 50, num_workers=1, multiprocessing_context="fork", background_start=False)
+    with loader:
+        it = iter(loader)
+        next(it)
+        assert not any(t.name == "adlrec-loader-start" for t in threading.enumerate())
+        loader.resize(2)
+        assert [x for x in it]
