@@ -135,8 +135,10 @@ class Errands:
             return bool(self._queue or self._running or self._others)
 
     def join(self) -> None:
-        """Wait until every errand submitted so far is done."""
+        """Wait until every errand submitted so far is done (called from an errand, return at once)."""
         with self._cond:
+            if threading.current_thread() is self._thread:  # a finalizer run by an errand: it cannot wait for itself
+                return
             self._cond.wait_for(lambda: not self._queue and not self._running)
             others, self._others = self._others, []
         for thread in others:

@@ -141,3 +141,18 @@ def test_no_spare_thread_waits_for_a_loader_that_starts_its_pools_in_the_loop():
         assert not any(t.name == "adlrec-loader-start" for t in threading.enumerate())
         loader.resize(2)
         assert [x for x in it]
+
+
+def test_an_errand_that_closes_its_errands_does_not_wait_for_itself():
+    errands = Errands("test-errands")
+    errands.ensure_thread()
+    closed = threading.Event()
+
+    def closing() -> None:  # as a loader's finalizer run by a collection in the errand thread would
+        errands.close()
+        closed.set()
+
+    errands.submit(closing)
+    assert closed.wait(10)
+    errands.join()
+    assert not errands.busy()
