@@ -14,7 +14,8 @@ The workload (ours: the seed publishes none), fixed before any result was seen:
 Each table also shows `bound`: the same trace with cores enough for every job to run at its peak,
 which no allocation of the real node can beat (the headroom over even).
 Then the same traces under other assumptions (fewer cores per GPU, the "busy" contention model, a
-main process that never slows), so it shows which assumption gives which figure.
+main process that never slows, a multi-GPU job's ranks stepping together as synchronous data-parallel
+training does: `--ranks lockstep`), so it shows which assumption gives which figure.
 
 Between the two, a second workload that is not ours (skipped if profiles/published/synergy.json is absent):
   curves    Synergy's published CPU-sensitivity tables, measured on GPU servers (profiles/published/
@@ -69,7 +70,7 @@ def workers_to_ceiling(files) -> str:
     )
 
 
-def run(seeds, jobs, files, catalog, node, config, draw_node=None, **spec):
+def run(seeds, jobs, files, catalog, node, config, draw_node=None, lockstep=False, **spec):
     """Comparison rows per seed (the trace is drawn for ``draw_node``, the 32-core node, and replayed on ``node``).
 
     Each seed also gets a ``bound`` row: the same trace on the same GPUs with cores enough for every
@@ -78,10 +79,12 @@ def run(seeds, jobs, files, catalog, node, config, draw_node=None, **spec):
     out = {}
     for seed in seeds:
         rows = generate_trace(files, draw_node or Node(), TraceSpec(jobs=jobs, seed=seed, **spec))
-        trace = build_jobs(rows, catalog, node)
+        trace = build_jobs(rows, catalog, node, lockstep=lockstep)
         runs = compare_policies(trace, {n: POLICIES[n] for n in ORDER}, node, config)
         roomy = replace(node, cores=sum(saturation_workers(j.curve) + j.main_cores for j in trace))
-        bound = simulate(build_jobs(rows, catalog, roomy), POLICIES["optimal"], roomy, config, name="bound")
+        bound = simulate(
+            build_jobs(rows, catalog, roomy, lockstep=lockstep), POLICIES["optimal"], roomy, config, name="bound"
+        )
         out[seed] = comparison_rows([*runs, PolicyRun(bound, 0.0)])
     return out
 
@@ -227,6 +230,7 @@ def main() -> int:
         ("same traces, 32 cores, main process never slows (main-cpu 0)", node, replace(base, main_cpu=0.0), {}),
         ("same traces, 32 cores, no hysteresis (threshold 0)", node, replace(base, threshold=0.0), {}),
         ("same seeds, every job on 1 GPU, 32 cores", node, base, {"gpu_mix": ((1, 1.0),)}),
+        ("same traces, 32 cores, ranks in lockstep (synchronous data-parallel)", node, base, {"lockstep": True}),
     ]
     for title, n, cfg, spec in variants:
         per_seed = run(args.seeds, args.jobs, files, catalog, n, cfg, **spec)

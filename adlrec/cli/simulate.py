@@ -80,6 +80,13 @@ def add_commands(sub) -> None:
         help="share of a core a training process needs at full speed (0..1, default 1)",
     )
     sim.add_argument(
+        "--ranks",
+        choices=["independent", "lockstep"],
+        default="independent",
+        help="a multi-GPU job's ranks: each loads at its own pace (independent, default), or every step waits "
+        "for the rank with the fewest workers, as in synchronous data-parallel training (lockstep)",
+    )
+    sim.add_argument(
         "--log-mlflow",
         action="store_true",
         help=f"log the comparison as one run in experiment {SIMULATION_EXPERIMENT} (or --experiment)",
@@ -186,7 +193,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         main_cpu=args.main_cpu,
     )
     rows, digest = read_trace(args.trace)
-    jobs = build_jobs(rows, _profiles(args.profiles)[1], node, source=str(args.trace))
+    lockstep = args.ranks == "lockstep"
+    jobs = build_jobs(rows, _profiles(args.profiles)[1], node, source=str(args.trace), lockstep=lockstep)
     tracker = None
     if args.log_mlflow:  # only once the input is known good: a bad trace stores nothing
         args.experiment = args.experiment or SIMULATION_EXPERIMENT
@@ -203,7 +211,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         f"trace {args.trace} ({len(jobs)} jobs, sha256 {digest}); node {node.cores} cores, {node.gpus} GPUs, "
         f"{args.memory_gb:g} GB for workers; objective {config.objective}, interval {config.interval_s:g} s, "
         f"resize {config.resize_s:g} s, threshold {config.threshold:g}, contention {config.contention}, "
-        f"main-cpu {config.main_cpu:g}",
+        f"main-cpu {config.main_cpu:g}, ranks {args.ranks}",
         soft_wrap=True,
     )
     console.print(
@@ -229,6 +237,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             "node.cores": node.cores,
             "node.gpus": node.gpus,
             "node.memory_mb": node.memory_mb,
+            "ranks": args.ranks,
         } | {f"config.{k}": v for k, v in vars(config).items()}
         run_id = log_simulation(
             tracker, params, table_rows, comparison_csv(table_rows), note=f"adlrec {shlex.join(args.argv)}"

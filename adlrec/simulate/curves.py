@@ -13,7 +13,10 @@ analytic pipeline model (ours; the seed publishes no model):
 and, for one rank (one GPU), ``T(0) = 1 / (1/C + 1/P0)`` (in-process loading does not overlap the
 step) and ``T(w) = min(C, p * w)`` for ``w >= 1`` (workers overlap it; the slower side sets the rate).
 A job on ``g`` GPUs runs ``g`` ranks, each with its own loader; ``W`` workers split as evenly as they
-can (``W mod g`` ranks get one more), so the job's curve is the sum of its ranks' rates.
+can (``W mod g`` ranks get one more), so the job's curve is the sum of its ranks' rates.  That treats
+the ranks as independent.  In synchronous data-parallel training (DDP) every step waits for the
+slowest rank, so with ``lockstep`` the job runs at ``g * rate(W // g)``: workers past a multiple of
+``g`` add nothing.
 """
 
 from __future__ import annotations
@@ -76,10 +79,11 @@ def rank_rate(params: PipelineParams, workers: int) -> float:
     return min(params.ceiling, params.worker_rate * workers)
 
 
-def job_curve(params: RankModel, gpus: int, max_workers: int) -> tuple[float, ...]:
-    """The job's samples/s against its total workers ``W = 0..max_workers`` over ``gpus`` ranks."""
+def job_curve(params: RankModel, gpus: int, max_workers: int, lockstep: bool = False) -> tuple[float, ...]:
+    """The job's samples/s against its total workers ``W = 0..max_workers`` over ``gpus`` ranks; with
+    ``lockstep``, each step waits for the rank with the fewest workers."""
     out = []
     for w in range(max_workers + 1):
         q, r = divmod(w, gpus)
-        out.append((gpus - r) * params.rate(q) + r * params.rate(q + 1))
+        out.append(gpus * params.rate(q) if lockstep else (gpus - r) * params.rate(q) + r * params.rate(q + 1))
     return tuple(out)

@@ -223,10 +223,11 @@ def format_trace(rows: Iterable[TraceRow], comments: Sequence[str] = ()) -> str:
 
 
 def build_jobs(
-    rows: Sequence[TraceRow], catalog: Mapping[str, Curves], node: Node, source: str = "trace"
+    rows: Sequence[TraceRow], catalog: Mapping[str, Curves], node: Node, source: str = "trace", lockstep: bool = False
 ) -> list[TraceJob]:
     """Each row as a job with its curve on ``node`` (derived from its profile, see curves.py, or
-    read from a published table, see published.py)."""
+    read from a published table, see published.py); ``lockstep``: a multi-GPU job's ranks step
+    together (:func:`~adlrec.simulate.curves.job_curve`)."""
     jobs = []
     for r in rows:
         profile = catalog.get(r.profile)
@@ -253,7 +254,7 @@ def build_jobs(
                 job_id=r.job_id,
                 arrival_s=r.arrival_s,
                 work_samples=r.work_samples,
-                curve=job_curve(params, r.gpus, node.cores),
+                curve=job_curve(params, r.gpus, node.cores, lockstep),
                 gpus=r.gpus,
                 requested_workers=r.requested_workers,
                 mem_per_worker_mb=params.mem_per_worker_mb,

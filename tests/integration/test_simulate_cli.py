@@ -199,3 +199,25 @@ def test_a_bad_header_names_the_columns_that_are_wrong(tmp_path, profiles, capsy
     assert main(["simulate", str(bad), "--profiles", str(profiles), *NODE]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith(f"adlrec: error: {bad} line 1: {wrong}; expected a header")
+
+
+def test_ranks_in_lockstep_replay_other_curves_and_are_logged(tmp_path, profiles, store, capsys):
+    """A 2-GPU job's odd worker helps under --ranks independent and not under lockstep: the replays differ."""
+    out = tmp_path / "two-gpu.csv"
+    out.write_text("job_id,arrival_s,work_samples,profile,gpus,requested_workers\na,0,200000,slow,2,8\n")
+    # 5 cores for 2 GPUs: 3 worker cores, so the optimum is 2 + 1 (independent) or 2 + 0 (lockstep)
+    args = ["simulate", str(out), "--profiles", str(profiles), "--cores", "5", "--gpus", "2", "--policy", "optimal"]
+    assert main(args) == 0
+    independent = capsys.readouterr().out
+    assert main([*args, "--ranks", "lockstep", "--log-mlflow", "--tracking-uri", store["uri"]]) == 0
+    lockstep = capsys.readouterr().out
+    assert "ranks independent" in independent and "ranks lockstep" in lockstep
+
+    def makespan(printed: str) -> str:
+        return next(line for line in printed.splitlines() if line.startswith("│ optimal")).split("│")[4].strip()
+
+    assert makespan(independent) != makespan(lockstep)
+    from adlrec.tracking import Tracker
+
+    (run,) = Tracker(store["uri"], "adlrec-simulations").runs()
+    assert run.data.params["ranks"] == "lockstep"

@@ -28,3 +28,16 @@ def test_multi_gpu_job_spreads_workers_over_ranks():
     assert curve[1] == pytest.approx(t0 + 30.0)  # one rank with a worker, one loading in-process
     assert curve[3] == pytest.approx(60.0 + 30.0)  # 2 + 1 workers
     assert curve[8] == pytest.approx(200.0)
+
+
+def test_ranks_in_lockstep_run_at_the_pace_of_the_rank_with_fewest_workers():
+    p = PipelineParams(ceiling=100.0, serial_rate=20.0, worker_rate=30.0, mem_per_worker_mb=1)
+    independent = job_curve(p, gpus=2, max_workers=8)
+    lockstep = job_curve(p, gpus=2, max_workers=8, lockstep=True)
+    t0 = rank_rate(p, 0)
+    assert lockstep[1] == pytest.approx(2 * t0)  # one rank with a worker still waits for the other
+    assert lockstep[3] == pytest.approx(2 * 30.0)  # 2 + 1 workers: both ranks step at one worker's pace
+    assert lockstep[2] == pytest.approx(independent[2]) and lockstep[4] == pytest.approx(independent[4])
+    assert all(lockstep[w] == lockstep[w - 1] for w in (1, 3, 5, 7))  # an odd worker adds nothing
+    assert all(a <= b + 1e-9 for a, b in zip(lockstep, independent, strict=True))
+    assert job_curve(p, gpus=1, max_workers=8, lockstep=True) == job_curve(p, gpus=1, max_workers=8)
