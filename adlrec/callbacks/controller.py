@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 
 from adlrec.callbacks.meter import LoopMeter
 
-__all__ = ["Controller", "Resizable", "ServiceLike", "check_interval"]
+__all__ = ["Controller", "Resizable", "ServiceLike", "check_interval", "distributed_rank"]
 
 log = logging.getLogger("adlrec.callbacks")
 
@@ -65,6 +66,21 @@ def check_interval(who: str, interval_s: Any) -> float:
             f"got {interval_s!r}"
         )
     return float(interval_s)
+
+
+def distributed_rank() -> tuple[int, int]:
+    """``(rank, world size)`` of this process in a distributed run: from ``torch.distributed`` once its process
+    group is up, else from the ``RANK``/``WORLD_SIZE`` variables a launcher (torchrun, Lightning) sets; ``(0, 1)``
+    outside one."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:  # a half-made process group: read the launcher's variables instead
+        pass
+    rank, world = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    return (int(rank), int(world)) if rank.isdigit() and world.isdigit() else (0, 1)
 
 
 class Controller:
@@ -107,6 +123,15 @@ class Controller:
                 "reported, but the service's plans are not applied. Train with an adlrec.loader.ResizableLoader "
                 "(with Lightning: hand it to trainer.fit as it is)",
                 type(loader).__name__,
+            )
+        rank, world = distributed_rank()
+        if world > 1:
+            log.warning(
+                "adlrec: rank %d of %d of a distributed run registers as a job of its own, with its own loader; the "
+                "service does not know that the ranks step together, so they may get different worker counts, and "
+                "a rank's workers beyond the slowest rank's then wait (docs/training.md, Distributed training)",
+                rank,
+                world,
             )
         self.loader = loader
         self._asked = None
