@@ -352,5 +352,27 @@ def test_the_openapi_page_documents_every_route(service):
     http, _ = service
     paths = http.get("/openapi.json").json()["paths"]
     assert {"/jobs", "/jobs/{job_id}/heartbeat", "/jobs/{job_id}/finish", "/nodes/{name}/plan", "/plans"} <= set(paths)
+    current = paths["/plans/current"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert current["type"] == "array" and current["items"] == {"$ref": "#/components/schemas/PlanOut"}
     assert all(op.get("summary") for ops in paths.values() for op in ops.values())
     assert http.get("/docs").status_code == 200
+
+
+def test_every_nodes_current_plan_in_one_call(service):
+    http, _ = service
+    register(http, "cur-b", "cur-b1", STEEP)
+    register(http, "cur-a", "cur-a1", FLAT)
+    assert http.put("/nodes/cur-none", json={"cores": 2, "memory_mb": 1000}, headers=AUTH).status_code == 200
+    recompute(http)
+    r = http.get("/plans/current")
+    assert r.status_code == 200, r.text  # it was a 422: "current" is not a plan id
+    current = r.json()
+    names = [p["node"] for p in current]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    mine = {p["node"]: p for p in current if p["node"].startswith("cur-")}
+    assert set(mine) == {"cur-a", "cur-b"}  # a node without a plan has none to list
+    for node in ("cur-a", "cur-b"):
+        assert mine[node] == http.get(f"/nodes/{node}/plan").json()  # what one node's route answers
+    register(http, "cur-b", "cur-b2", RISING)
+    (newer,) = [p for p in recompute(http) if p["node"] == "cur-b"]
+    assert {p["node"]: p for p in http.get("/plans/current").json()}["cur-b"] == newer
