@@ -11,7 +11,7 @@ const EVERY_S = ASKED_S > 0 ? Math.min(86400, Math.max(1, ASKED_S)) : 5;
 const API = new URL("..", location.href);
 const SVG = "http://www.w3.org/2000/svg";
 const TITLE = document.title;
-const state = { historyLimit: 30, chartNode: null, lastOk: null, titled: false };
+const state = { historyLimit: 30, chartNode: null, lastOk: null, titled: false, idleOpen: false };
 
 // -- DOM helpers ---------------------------------------------------------------------------------
 function el(ns, tag, attrs, kids) {
@@ -53,21 +53,30 @@ const clock = (epochS) => {
 const has = (map, id) => map != null && Object.hasOwn(map, id);
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const mb = (x) => (x >= 1024 ? `${num(x / 1024)} GB` : `${x} MB`);
-// A job's colour: hues in the order jobs are first seen, each the golden angle (137.5°) from the last, so
-// the jobs on a page differ (a hash of the id gave job-000, job-030, ... the same colour); lightness
-// steps too, so that past a few dozen jobs two hues that come close still differ.
-const hues = new Map();
+// A job's colour is a function of its id alone, the same on every refresh and reload (given in the order jobs
+// were first seen, it changed when a reload saw another job first).  FNV-1a, mixed again at the end so that ids
+// differing in a last character land far apart (a plain hash modulo 360 gave j0 and j57 one colour), picks the
+// hue, and other bits of it one of three lightnesses, so that two jobs whose hues come close still differ.
 const colour = (id) => {
-  if (!hues.has(id)) hues.set(id, hues.size);
-  const i = hues.get(id);
-  return `hsl(${(i * 137.508) % 360} 60% ${[50, 38, 62][Math.floor(i / 8) % 3]}%)`;
+  let x = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) x = Math.imul(x ^ id.charCodeAt(i), 0x01000193);
+  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
+  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
+  x = (x ^ (x >>> 16)) >>> 0;
+  return `hsl(${x % 360} 60% ${[50, 38, 62][Math.floor(x / 360) % 3]}%)`;
 };
 
 // -- the API -------------------------------------------------------------------------------------
 async function get(path, absent = [404]) {
   const r = await fetch(new URL(path, API), { headers: { Accept: "application/json" } });
   if (absent.includes(r.status)) return null;
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  if (!r.ok) {
+    // the API says why in `detail` (a 503: its job store did not answer); a proxy's error page may not
+    const detail = await r.json().then((body) => body.detail, () => null);
+    const err = new Error(`${path}: HTTP ${r.status}`);
+    err.reason = `HTTP ${r.status}${typeof detail === "string" ? `: ${detail}` : ""}`;
+    throw err;
+  }
   return r.json();
 }
 
@@ -95,42 +104,66 @@ const getJob = (id) => (JOB_ID.test(id) ? get(`jobs/${encodeURIComponent(id)}`, 
 let refreshes = 0;
 let drawn = 0;
 
+// The nodes as far as the service's memory knows them, when the store (which holds their budgets) did not answer.
+const nodesInMemory = (jobs, current) =>
+  [...new Set([...current.map((p) => p.node), ...jobs.map((j) => j.node)])].sort().map((name) => ({
+    name,
+    cores: null,
+    memory_mb: null,
+    active_jobs: jobs.filter((j) => j.node === name).length,
+    plan_id: current.find((p) => p.node === name)?.plan_id ?? null,
+    problem: null,
+  }));
+
 async function refresh() {
   const mine = ++refreshes;
+  // What the service answers from memory (active jobs, each node's current plan, the model) is what the page
+  // needs; what it reads from its job store (health, node budgets, plan history, an ended job) may fail alone
+  // (a store that is down: HTTP 503): the page shows the rest, and the banner says what is missing and why.
+  const missing = []; // [what, why] of each such read that failed, in the order they were asked for
+  const optional = (what, read, failed = null) => {
+    const slot = missing.push(null) - 1;
+    return Promise.resolve(read).catch((err) => {
+      missing[slot] = [what, err.reason ?? err.message];
+      return failed;
+    });
+  };
   try {
-    const [health, model, nodes, jobs, page] = await Promise.all([
-      get("health"),
+    const [model, jobs, current, health, stored, page] = await Promise.all([
       get("model"),
-      get("nodes"),
       get("jobs?status=active"), // ended jobs stay reachable by id (their page), not listed forever
-      get(`plans?limit=${state.historyLimit}`),
+      get("plans/current"), // every node's current plan in one request (it was one request per node)
+      optional("the service's health", get("health")),
+      optional("the nodes' budgets", get("nodes")),
+      optional("the plan history", get(`plans?limit=${state.historyLimit}`)),
     ]);
+    const nodes = stored ?? nodesInMemory(jobs, current);
     const picked = selectedJob();
-    const job = picked ? await getJob(picked) : null;
-    const plans = await Promise.all(
-      nodes.map((n) => (n.plan_id ? get(`nodes/${encodeURIComponent(n.name)}/plan`) : null)),
-    );
+    // false: the job could not be read now; null: the service knows no such job
+    const job = picked ? await optional(`the job ${picked}`, getJob(picked), false) : null;
     if (!state.chartNode || !nodes.some((n) => n.name === state.chartNode)) {
       // a node with active jobs first: one whose jobs all ended long ago has only history to show
       state.chartNode =
         (nodes.find((n) => n.plan_id && n.active_jobs) || nodes.find((n) => n.plan_id) || nodes[0] || {}).name || null;
     }
-    const nodeHistory = state.chartNode
-      ? await get(`plans?node=${encodeURIComponent(state.chartNode)}&limit=40`)
-      : { plans: [] };
+    const nodeHistory =
+      state.chartNode && page
+        ? await optional("the plan history", get(`plans?node=${encodeURIComponent(state.chartNode)}&limit=40`))
+        : null;
     if (mine < drawn) return;
     drawn = mine;
     renderStatus(health, model);
     keepFocus(() => {
       const today = new Date().toDateString(); // past midnight, times of yesterday get their date
-      draw("nodes", [nodes, plans, jobs, picked, today], () => renderNodes(nodes, plans, jobs));
-      draw("job", [picked, job, plans], () => renderJob(picked, job, plans));
-      draw("history", [page, nodeHistory.plans, nodes, state.chartNode, state.historyLimit, today], () =>
-        renderHistory(page, nodeHistory.plans, nodes),
+      draw("nodes", [nodes, current, jobs, picked, today], () => renderNodes(nodes, current, jobs));
+      draw("job", [picked, job, current], () => renderJob(picked, job, current));
+      const history = nodeHistory ? nodeHistory.plans : [];
+      draw("history", [page, history, nodes, state.chartNode, state.historyLimit, today], () =>
+        renderHistory(page, history, nodes),
       );
     });
     state.lastOk = Date.now();
-    document.getElementById("error").hidden = true;
+    showMissing(missing.filter(Boolean));
   } catch (err) {
     if (mine < drawn) return;
     const box = document.getElementById("error");
@@ -138,6 +171,19 @@ async function refresh() {
     box.textContent = `cannot read the service (${err.message})${since}`;
     box.hidden = false;
   }
+}
+
+// The banner for the reads that failed alone, each reason said once: "cannot read the service's health, the
+// nodes' budgets, the plan history (HTTP 503: the job store is unavailable ...); the rest is current ...".
+function showMissing(missing) {
+  const box = document.getElementById("error");
+  const byWhy = new Map();
+  for (const [what, why] of missing) byWhy.set(why, [...(byWhy.get(why) ?? []), what]);
+  const said = [...byWhy].map(([why, whats]) => `${whats.join(", ")} (${why})`).join("; ");
+  box.textContent = said
+    ? `cannot read ${said}; the rest is current (the active jobs and each node's plan come from the service's memory)`
+    : "";
+  box.hidden = !said;
 }
 
 // -- rendering -----------------------------------------------------------------------------------
@@ -167,30 +213,50 @@ function keepFocus(redraw) {
 }
 
 function renderStatus(health, model) {
+  const service = health ? `service ${health.version} · policy ${health.policy} · store ${health.store}` : "service: version and store unknown";
   const which = model.version
     ? `model ${model.source} (@${model.alias})`
     // why, as text: a tooltip (title) reached no keyboard, touch screen or screen reader
     : h("span", { class: "fallback" }, "model: analytic fallback", h("span", { class: "note" }, ` (${model.note || "no registered model"})`));
   document.getElementById("status").replaceChildren(
-    `service ${health.version} · policy ${health.policy} · store ${health.store} · `,
+    `${service} · `,
     which,
     ` · read at ${new Date().toLocaleTimeString("en-GB")}`,
   );
 }
 
-function renderNodes(nodes, plans, jobs) {
+// The nodes with active jobs (or a problem) first, as cards; a long-running service also knows every node whose
+// jobs all ended (they stayed listed among the current ones forever): those are counted under the cards, in a
+// closed box that opens on a click and stays open across refreshes.
+function renderNodes(nodes, current, jobs) {
   const list = document.getElementById("node-list");
   if (!nodes.length) {
     list.replaceChildren(h("p", { class: "empty" }, "no node yet: jobs appear here when they register"));
     return;
   }
-  list.replaceChildren(...nodes.map((node, i) => nodeCard(node, plans[i], jobs.filter((j) => j.node === node.name))));
+  const jobsOn = (node) => jobs.filter((j) => j.node === node.name);
+  const card = (node) => nodeCard(node, current.find((p) => p.node === node.name) ?? null, jobsOn(node));
+  const busy = nodes.filter((n) => n.problem || jobsOn(n).length);
+  const idle = nodes.filter((n) => !busy.includes(n));
+  const box = idle.length
+    ? h(
+        "details",
+        { class: "idle", open: state.idleOpen, ontoggle: (e) => { state.idleOpen = e.target.open; } },
+        h("summary", {}, `${plural(idle.length, "node")} without an active job`),
+        idle.map(card),
+      )
+    : null;
+  const none = busy.length ? null : h("p", { class: "empty" }, "no active job on any node");
+  list.replaceChildren(...[...busy.map(card), none, box].filter(Boolean));
 }
 
 function nodeCard(node, plan, active) {
   const planText = plan
     ? `plan #${plan.plan_id} by ${plan.policy} at ${clock(plan.created_at)}`
     : "no plan yet";
+  const budgets = node.cores === null
+    ? "cores and memory unknown (the store did not answer)"
+    : `${plural(node.cores, "core")} · ${mb(node.memory_mb)} for workers`;
   return h(
     "article",
     { class: "node", "data-node": node.name },
@@ -198,10 +264,10 @@ function nodeCard(node, plan, active) {
       "h3",
       {},
       node.name,
-      h("span", { class: "meta" }, ` · ${plural(node.cores, "core")} · ${mb(node.memory_mb)} for workers · ${plural(node.active_jobs, "active job")} · ${planText}`),
+      h("span", { class: "meta" }, ` · ${budgets} · ${plural(node.active_jobs, "active job")} · ${planText}`),
     ),
     node.problem ? h("p", { class: "problem" }, `no plan fits: ${node.problem}`) : null,
-    plan ? coreBar(node, plan, active) : null,
+    plan && node.cores !== null ? coreBar(node, plan, active) : null,
     active.length ? jobTable(active, plan) : h("p", { class: "empty" }, "no active job"),
   );
 }
@@ -267,6 +333,10 @@ function renderJob(id, job, plans) {
   section.hidden = false;
   document.getElementById("job-title").textContent = `Job ${id}`;
   const detail = document.getElementById("job-detail");
+  if (job === false) {
+    detail.replaceChildren(h("p", { class: "empty" }, `the job ${id} cannot be read now (the banner above says why)`));
+    return;
+  }
   if (!job) {
     detail.replaceChildren(h("p", { class: "empty" }, `the service knows no job ${id}`));
     return;
@@ -368,6 +438,14 @@ function curveChart(job) {
 
 function renderHistory(page, nodePlans, nodes) {
   const body = document.querySelector("#history-table tbody");
+  const older = document.getElementById("older");
+  renderPicker(nodes);
+  document.getElementById("history-chart").replaceChildren(historyChart(nodePlans));
+  if (!page) {  // the store did not answer (the banner says so)
+    body.replaceChildren(h("tr", {}, h("td", { colspan: 7, class: "empty" }, "the plan history cannot be read now")));
+    older.hidden = true;
+    return;
+  }
   body.replaceChildren(
     ...page.plans.map((p) =>
       h(
@@ -384,10 +462,7 @@ function renderHistory(page, nodePlans, nodes) {
     ),
   );
   if (!page.plans.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "empty" }, "no plan yet")));
-  const older = document.getElementById("older");
   older.hidden = page.next_before === null || state.historyLimit >= 500;
-  renderPicker(nodes);
-  document.getElementById("history-chart").replaceChildren(historyChart(nodePlans));
 }
 
 // The node menu stays the same element (drawn anew, it closed under the user's pointer); its options

@@ -19,6 +19,8 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from adlrec import __version__
@@ -220,6 +222,19 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProbeError)
     async def _probe(request: Request, exc: ProbeError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": f"invalid request: probe: {exc}"})
+
+    # The job store's database does not answer (its server is down or unreachable, its file or folder gone, no
+    # connection free): not the client's mistake, and not a bug either.  A 503 that says so; the cause goes to
+    # the log, not to the client (it may name hosts and users).  What memory holds still answers: active jobs,
+    # heartbeats, each node's current plan (GET /plans/current).
+    async def _store_down(request: Request, exc: Exception) -> JSONResponse:
+        cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        log.error("%s %s: the job store did not answer: %s", request.method, request.url.path, cause)
+        detail = "the job store is unavailable (its database did not answer); the service's log says why"
+        return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "5"})
+
+    for down in (OperationalError, InterfaceError, PoolTimeout):
+        app.add_exception_handler(down, _store_down)
 
     @app.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> JSONResponse:

@@ -274,6 +274,11 @@ class JobState:
                 return [o.points[w] for w in sorted(o.points)]
         return self.store.points(job_id)
 
+    def current_plans(self) -> dict[str, PlanRecord]:
+        """Each node's current plan, the one heartbeats are answered from (memory: no store read)."""
+        with self._mem:
+            return dict(self._plans)
+
     def active_count(self, node: str) -> int:
         with self._mem:
             return sum(1 for o in self._open.values() if o.job.status == ACTIVE and o.job.spec.node == node)

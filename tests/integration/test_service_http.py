@@ -3,7 +3,9 @@ the job store in SQLite, and an injected clock for TTLs."""
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import time
 
 import httpx
@@ -352,5 +354,58 @@ def test_the_openapi_page_documents_every_route(service):
     http, _ = service
     paths = http.get("/openapi.json").json()["paths"]
     assert {"/jobs", "/jobs/{job_id}/heartbeat", "/jobs/{job_id}/finish", "/nodes/{name}/plan", "/plans"} <= set(paths)
+    current = paths["/plans/current"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert current["type"] == "array" and current["items"] == {"$ref": "#/components/schemas/PlanOut"}
     assert all(op.get("summary") for ops in paths.values() for op in ops.values())
     assert http.get("/docs").status_code == 200
+
+
+def test_every_nodes_current_plan_in_one_call(service):
+    http, _ = service
+    register(http, "cur-b", "cur-b1", STEEP)
+    register(http, "cur-a", "cur-a1", FLAT)
+    assert http.put("/nodes/cur-none", json={"cores": 2, "memory_mb": 1000}, headers=AUTH).status_code == 200
+    recompute(http)
+    r = http.get("/plans/current")
+    assert r.status_code == 200, r.text  # it was a 422: "current" is not a plan id
+    current = r.json()
+    names = [p["node"] for p in current]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    mine = {p["node"]: p for p in current if p["node"].startswith("cur-")}
+    assert set(mine) == {"cur-a", "cur-b"}  # a node without a plan has none to list
+    for node in ("cur-a", "cur-b"):
+        assert mine[node] == http.get(f"/nodes/{node}/plan").json()  # what one node's route answers
+    register(http, "cur-b", "cur-b2", RISING)
+    (newer,) = [p for p in recompute(http) if p["node"] == "cur-b"]
+    assert {p["node"]: p for p in http.get("/plans/current").json()}["cur-b"] == newer
+
+
+def test_a_store_that_does_not_answer_is_a_503_and_what_memory_holds_still_answers(tmp_path, caplog):
+    # its folder removed and its pooled connections dropped (as a restarted database server drops them): every
+    # read that needs the store was a 500 with no word of why
+    folder = tmp_path / "store"
+    store = JobStore(f"sqlite:///{folder / 'service.db'}")
+    settings = service_settings(tmp_path)
+    try:
+        with (
+            LiveServer(create_app(settings, store=store, flush_s=3600)) as srv,
+            httpx.Client(base_url=srv.url, timeout=10) as http,
+        ):
+            register(http, "down", "down-a", STEEP)
+            (plan,) = recompute(http)
+            shutil.rmtree(folder)
+            store.close()
+            with caplog.at_level(logging.ERROR, logger="adlrec.service"):
+                for path in ("/health", "/nodes", "/nodes/down", "/nodes/down/plan", "/plans", "/jobs", "/metrics"):
+                    r = http.get(path)
+                    assert r.status_code == 503, (path, r.status_code, r.text)
+                    assert r.json()["detail"].startswith("the job store is unavailable"), (path, r.text)
+                    assert r.headers["retry-after"] == "5"
+            assert any("the job store did not answer" in m for m in caplog.messages)  # the cause, in the log
+            # what the service holds in memory answers as before
+            assert http.get("/plans/current").json() == [plan]
+            assert [j["job_id"] for j in http.get("/jobs", params={"status": "active"}).json()] == ["down-a"]
+            beat = http.post("/jobs/down-a/heartbeat", json={"throughput": 80.0, "workers": 2}, headers=AUTH)
+            assert beat.status_code == 200 and beat.json()["plan_id"] == plan["plan_id"], beat.text
+    finally:
+        store.close()

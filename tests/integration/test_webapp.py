@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from adlrec.service import create_app
+from adlrec.service.store import JobStore
 from tests.service_helpers import LiveServer, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
@@ -423,12 +424,13 @@ def test_on_a_phone_the_charts_text_stays_readable(service, browser):
 
 
 def test_before_the_first_read_the_page_does_not_say_there_is_no_node(service, browser):
-    # the page is served but the API fails (here /health is blocked; a store that is down answers 503): the node
-    # list said "no node yet", as if the service had none, beside the banner that it cannot be read
+    # the page is served but a read it cannot do without fails (here /model is blocked; /health, which reads the
+    # store, may fail alone now): the node list said "no node yet", as if the service had none, beside the banner
+    # that it cannot be read
     srv, http = service
     register(http, "gpu-i", "hidden", STEEP)
     browser.execute_cdp_cmd("Network.enable", {})
-    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": [f"{srv.url}/health"]})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": [f"{srv.url}/model"]})
     try:
         browser.get(f"{srv.url}/ui/?refresh=3600")
         wait_for(browser, lambda d: d.execute_script("return !document.getElementById('error').hidden"), "the banner")
@@ -465,3 +467,124 @@ def test_the_plans_chart_opens_on_a_node_with_active_jobs(service, browser):
     browser.get(f"{srv.url}/ui/?refresh=3600")
     wait_for(browser, lambda d: texts(d, "#history-chart .legend"), "the plans chart")
     assert text(browser, "#history-chart .legend").startswith("b-busy:")
+
+
+def visible(browser, selector):
+    """How many matches are shown (a closed <details> hides what it holds)."""
+    return browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].filter(e => e.checkVisibility()).length", selector
+    )
+
+
+def test_nodes_without_an_active_job_are_counted_below_the_others_in_a_closed_box(service, browser):
+    # every node whose jobs had all ended stayed listed among the current ones, as long as the service ran
+    srv, http = service
+    register(http, "a-old", "done", STEEP)
+    recompute(http)
+    assert http.post("/jobs/done/finish", headers=AUTH).status_code == 200
+    assert http.put("/nodes/c-spare", json={"cores": 4, "memory_mb": 4000}, headers=AUTH).status_code == 200
+    register(http, "b-live", "live", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=1")
+    wait_for(browser, lambda d: "live" in rows(d), "the active job")
+    assert texts(browser, "#node-list > article.node", "data-node") == ["b-live"]
+    assert text(browser, "#node-list details.idle summary") == "2 nodes without an active job"
+    assert texts(browser, "#node-list details.idle article.node", "data-node") == ["a-old", "c-spare"]
+    assert visible(browser, "details.idle article.node") == 0  # out of the way until asked for
+    browser.find_element("css selector", "details.idle summary").click()
+    wait_for(browser, lambda d: visible(d, "details.idle article.node") == 2, "the idle nodes once opened")
+    # a refresh that redraws the list keeps the box open
+    register(http, "b-live", "more", STEEP)
+    recompute(http)
+    wait_for(browser, lambda d: "more" in rows(d), "the new job")
+    assert visible(browser, "details.idle article.node") == 2
+    # and when the last active job ends, its node joins the others there
+    for job_id in ("live", "more"):
+        assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
+    wait_for(browser, lambda d: text(d, "details.idle summary") == "3 nodes without an active job", "three idle nodes")
+    assert text(browser, "#node-list > p.empty") == "no active job on any node"
+    assert http.get("/nodes").json()[0]["name"] == "a-old"  # the API still lists every node, as before
+
+
+def test_a_store_that_is_down_leaves_what_memory_holds_on_the_page_and_says_what_is_missing(tmp_path, browser):
+    # the job store's database stops answering (here its folder is removed and its pooled connections dropped,
+    # as a restarted database server drops them): /health, /nodes and /plans answered 500 and the page showed
+    # only "cannot read the service", though the service still held the active jobs and every node's plan
+    folder = tmp_path / "store"
+    store = JobStore(f"sqlite:///{folder / 'service.db'}")
+    settings = service_settings(tmp_path)
+    try:
+        with (
+            LiveServer(create_app(settings, store=store, flush_s=3600)) as srv,
+            httpx.Client(base_url=srv.url, timeout=10) as http,
+        ):
+            register(http, "gpu-s", "kept", STEEP)
+            register(http, "gpu-s", "also", FLAT)
+            register(http, "gpu-s", "gone", RISING)
+            assert http.post("/jobs/gone/finish", headers=AUTH).status_code == 200
+            (plan,) = recompute(http)
+            shutil.rmtree(folder)
+            store.close()
+            r = http.get("/nodes")
+            assert r.status_code == 503 and "job store is unavailable" in r.json()["detail"], r.text
+
+            browser.get(f"{srv.url}/ui/?refresh=1#job/kept")
+            wait_for(browser, lambda d: {k: v["workers"] for k, v in rows(d).items()} == plan["workers"], "the plan")
+            wait_for(browser, lambda d: d.execute_script("return !document.getElementById('error').hidden"), "banner")
+            assert text(browser, "#error").startswith(
+                "cannot read the service's health, the nodes' budgets, the plan history (HTTP 503: the job store is "
+                "unavailable (its database did not answer); the service's log says why); the rest is current"
+            ), text(browser, "#error")
+            assert "cores and memory unknown" in text(browser, "article[data-node='gpu-s'] h3 .meta")
+            assert text(browser, "#history-table tbody") == "the plan history cannot be read now"
+            # an active job's page is drawn from memory; an ended one's needs the store
+            wait_for(browser, lambda d: texts(d, "#job polyline.used"), "the active job's curve")
+            assert text(browser, "#job .assigned-label") == f"plan: {plan['workers']['kept']} workers"
+            browser.get(f"{srv.url}/ui/?refresh=1#job/gone")
+            wait_for(browser, lambda d: "cannot be read now" in (text(d, "#job-detail") or ""), "the ended job")
+            assert "the plan history, the job gone (HTTP 503: the job store is unavailable" in text(browser, "#error")
+            assert "kept" in rows(browser)
+    finally:
+        store.close()
+
+
+def swatch_of(browser, job_id):
+    return attr(browser, f"article.node tr[data-job='{job_id}'] .swatch", "style")
+
+
+def test_a_jobs_colour_stays_the_same_across_reloads_whatever_other_jobs_come(service, browser):
+    # colours were given in the order jobs were first drawn: after a reload that drew another job first (a new
+    # node sorted before it) a job took that job's colour, and its own went to the newcomer
+    srv, http = service
+    register(http, "m-node", "target", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: "target" in rows(d) and texts(d, "#history-chart .legend .swatch"), "the job")
+    before = swatch_of(browser, "target")
+    assert attr(browser, "#history-chart .legend .swatch", "style") == before  # the same colour in the chart
+    register(http, "a-node", "newcomer", FLAT)
+    recompute(http)
+    browser.refresh()
+    wait_for(browser, lambda d: {"target", "newcomer"} <= set(rows(d)), "both jobs after the reload")
+    assert swatch_of(browser, "target") == before
+    assert swatch_of(browser, "newcomer") != before
+    browser.get("about:blank")
+    browser.get(f"{srv.url}/ui/?refresh=3600#job/newcomer")  # another page of it, opened anew
+    wait_for(browser, lambda d: "target" in rows(d), "the job again")
+    assert swatch_of(browser, "target") == before
+
+
+def test_a_refresh_reads_every_nodes_plan_in_one_request(service, browser):
+    # each refresh asked GET /nodes/{name}/plan once per node with a plan
+    srv, http = service
+    for i in range(3):
+        register(http, f"p-node-{i}", f"p-job-{i}", STEEP)
+    plans = {p["node"]: p for p in recompute(http)}
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: len(rows(d)) == 3, "the three jobs")
+    assert {k: v["workers"] for k, v in rows(browser).items()} == {
+        f"p-job-{i}": plans[f"p-node-{i}"]["workers"][f"p-job-{i}"] for i in range(3)
+    }
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert f"{srv.url}/plans/current" in loaded, loaded
+    assert not [u for u in loaded if re.search(r"/nodes/[^/]+/plan$", u)], loaded

@@ -15,7 +15,7 @@ router = APIRouter(tags=["health"])
 # HEAD too: load balancers and uptime checkers often probe with it (a GET-only route answered 405)
 @router.api_route("/health", methods=["GET", "HEAD"], summary="The service is up and its store answers")
 def health(parts: PartsDep) -> HealthOut:
-    parts.store.counts()  # a store that does not answer makes this a 500, which is the point
+    parts.store.counts()  # a store that does not answer makes this a 503 (app.py), which is the point
     return HealthOut(
         status="ok",
         version=__version__,

@@ -1,4 +1,4 @@
-"""Plans: the current plan per node, the paged history, and an explicit recompute."""
+"""Plans: the current plan per node (one node's, or every node's), the paged history, and an explicit recompute."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ def current_plan(name: Annotated[str, Path(min_length=1, max_length=128)], parts
     if latest is None:
         raise HTTPException(status_code=404, detail=f"node {name!r} has no plan yet")
     return PlanOut.of(latest)
+
+
+# before /plans/{plan_id}, which would take "current" for an id (and refuse it, 422)
+@router.get("/plans/current", summary="Every node's current plan, by node name, in one call")
+def current_plans(parts: PartsDep) -> list[PlanOut]:
+    """What ``GET /nodes/{name}/plan`` answers for each node that has a plan, read from memory (the plans the
+    service answers heartbeats from), so it answers while the store is down."""
+    plans = parts.state.current_plans()
+    return [PlanOut.of(plans[n]) for n in sorted(plans)]
 
 
 @router.get("/plans", summary="Plan history, newest first, paged by plan id")
