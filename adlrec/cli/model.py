@@ -88,7 +88,7 @@ def add_commands(sub) -> None:
     pr.add_argument("--compare", action="store_true", help="also run the full sweep and print predicted vs measured")
     pr.add_argument("--no-log", action="store_true", help="with --compare: do not log the sweep to MLflow")
     pr.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    store_args(pr)
+    store_args(pr, what="MLflow experiment --compare logs its sweep to")
     m.set_defaults(handler=_cmd_model)
     pr.set_defaults(handler=_cmd_predict)
 
@@ -231,6 +231,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
     if args.no_log and not args.compare:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
+    if args.experiment is not None and (args.no_log or not args.compare):
+        raise UsageError(
+            "--experiment applies to --compare only, which logs its sweep there; without --compare, or with "
+            "--no-log, predict logs nothing (the registered model it reads is in no experiment)"
+        )
     settings = settings_from(args, point_budget_s=args.budget)
     check_server(settings.resolved_tracking_uri)  # before the probe, not after it
     check_job_file(args.model_py)  # the arguments before the store

@@ -210,6 +210,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     from adlrec.profile.report import profile_table
     from adlrec.schemas import ENOUGH_SHARE, json_text
 
+    if args.no_log and args.experiment is not None:
+        raise UsageError("--experiment names the experiment the profile is logged to; with --no-log nothing is logged")
     settings = settings_from(args, point_budget_s=args.budget)
     job, device = job_and_device(args, settings)
     tracker = profile_tracker(args, settings)
