@@ -72,6 +72,8 @@ _POINT_METRICS = (
     "main_rss_mb",
 )
 _PARAM_MAX = 6000  # MLflow's longest param value (MAX_PARAM_VAL_LENGTH)
+# where a store's URI may come from, said when the caller does not know which of them it was
+_ANY_ORIGIN = "--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR"
 
 
 def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
@@ -136,7 +138,7 @@ def check_sqlite_store(tracking_uri: str, origin: str = "") -> None:
         raise UsageError(
             f"tracking store {tracking_uri!r}: {path} is not an MLflow store but another program's SQLite database "
             f"(tables {shown}); expected a new file or an MLflow store (set by "
-            f"{origin or '--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR'})"
+            f"{origin or _ANY_ORIGIN})"
         )
 
 
@@ -149,22 +151,24 @@ class ProfileRun:
 class Tracker:
     """A connection to one tracking store and one experiment."""
 
-    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None) -> None:
+    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None, origin: str = "") -> None:
+        """``origin`` is the flag or variable that named the store, when the caller knows it: a refusal names it."""
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.artifact_root = artifact_root
+        set_by = origin or _ANY_ORIGIN
         path = sqlite_file(tracking_uri)
         if path is not None:
-            ensure_folder(path.parent, "the MLflow store's folder", "--data-dir, ADLREC_DATA_DIR or --tracking-uri")
+            ensure_folder(path.parent, "the MLflow store's folder", set_by)
             if path.is_dir():  # MLflow would retry it for 100 s
                 raise UsageError(
                     f"tracking store {tracking_uri!r}: a folder, not a database file; expected "
-                    "sqlite:///path/mlflow.db (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+                    f"sqlite:///path/mlflow.db (set by {set_by})"
                 )
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
         try:
             with _store_lock(tracking_uri):
-                check_sqlite_store(tracking_uri)  # before MLflow migrates it
+                check_sqlite_store(tracking_uri, origin)  # before MLflow migrates it
                 self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
         except (MlflowException, ImportError) as exc:  # a URI MLflow has no store for, or lacks the driver of
             if isinstance(exc, ImportError):
@@ -175,7 +179,7 @@ class Tracker:
                 why = _first_line(exc).split(". ")[0]
             raise UsageError(
                 f"tracking store {tracking_uri!r}: {why}; expected sqlite:///path/mlflow.db, another database URI "
-                "or an MLflow server's http(s):// address (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+                f"or an MLflow server's http(s):// address (set by {set_by})"
             ) from None
         except Exception as exc:  # the database itself: a file that is not SQLite, a folder, no access
             if not type(exc).__module__.startswith("sqlalchemy"):
@@ -183,8 +187,8 @@ class Tracker:
             cause = _first_line(getattr(exc, "orig", None) or exc)
             raise UsageError(
                 f"tracking store {tracking_uri!r}: cannot be opened as an MLflow database ({cause}); expected "
-                "sqlite:///path/mlflow.db, another database URI or an MLflow server's http(s):// address (set by "
-                "--tracking-uri or MLFLOW_TRACKING_URI)"
+                f"sqlite:///path/mlflow.db, another database URI or an MLflow server's http(s):// address (set by "
+                f"{set_by})"
             ) from None
 
     # -- experiment ------------------------------------------------------------------------
@@ -451,9 +455,9 @@ class Champion:
 class ModelRegistry:
     """The registered throughput model: versions, the champion alias, loading for prediction."""
 
-    def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, origin: str = "") -> None:
         self.tracking_uri = tracking_uri
-        self.models = Tracker(tracking_uri, MODEL_EXPERIMENT, artifact_root)
+        self.models = Tracker(tracking_uri, MODEL_EXPERIMENT, artifact_root, origin)
         self.client = self.models.client
 
     def champion(self) -> Champion | None:

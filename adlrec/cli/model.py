@@ -8,7 +8,16 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from adlrec.cli.common import seconds, settings_from, stdout, store_args, store_exists, tracker_from, worker_count
+from adlrec.cli.common import (
+    seconds,
+    settings_from,
+    stdout,
+    store_args,
+    store_exists,
+    store_source,
+    tracker_from,
+    worker_count,
+)
 from adlrec.cli.profile import job_and_device, log_or_keep, profile_tracker, sweep
 from adlrec.errors import UsageError
 
@@ -154,7 +163,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
         return _list_versions(args)
     spec, folder = _fit_flags(args)  # before the store is opened: a mistyped flag creates no store
     settings, tracker = tracker_from(args)
-    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
     console = stdout()
 
     from adlrec.predict.fit import fit_and_register, gather_curves
@@ -200,7 +209,7 @@ def _list_versions(args: argparse.Namespace) -> int:
         print(f"no versions of {MODEL_NAME} yet in {uri}; `adlrec model fit` registers one")
         return 0
     check_server(uri)
-    registry = ModelRegistry(uri, settings.artifact_root)
+    registry = ModelRegistry(uri, settings.artifact_root, store_source(args))
     versions = registry.versions()
     if not versions:
         print(f"no versions of {MODEL_NAME} in {uri}")
@@ -247,7 +256,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
     loaded = None
     if stored or tracker is not None:
-        loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root).load()
+        loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args)).load()
     if loaded is None:
         print(
             f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "

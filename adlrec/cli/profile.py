@@ -251,7 +251,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             print(nothing)
             return 0
         raise UsageError(f"no complete profiles to export: {nothing}")
-    tracker = open_tracker(settings)
+    tracker = open_tracker(settings, args)
     runs = tracker.profiles()
     if args.profiles_command == "list":
         if not runs:
