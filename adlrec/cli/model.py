@@ -18,7 +18,7 @@ from adlrec.cli.common import (
     tracker_from,
     worker_count,
 )
-from adlrec.cli.profile import job_and_device, log_or_keep, profile_tracker, sweep
+from adlrec.cli.profile import datasets_folder, job_and_device, log_or_keep, profile_tracker, sweep
 from adlrec.errors import UsageError
 
 __all__ = ["add_commands"]
@@ -251,43 +251,44 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     # only a --compare that logs its sweep writes: anything else leaves a store that is not there uncreated
     stored = store_exists(args, settings, reading=not args.compare or args.no_log)
     job, device = job_and_device(args, settings)
-    tracker = profile_tracker(args, settings) if args.compare else None
-    hardware = detect_hardware()
-    max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
-    loaded = None
-    if stored or tracker is not None:
-        loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args)).load()
-    if loaded is None:
-        print(
-            f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
-            "predicting with the analytic model",
-            file=sys.stderr,
-        )
-    probe = probe_job(job, device, settings, hardware, max_w)
-    workers = list(range(max_w + 1))
-    if loaded is None:
-        curve = AnalyticModel().predict(probe.features, workers)
-        source = "analytic model (no registered model)"
-    else:
-        import pandas as pd
+    with datasets_folder(settings):  # a job that fails leaves no empty datasets folder
+        tracker = profile_tracker(args, settings) if args.compare else None
+        hardware = detect_hardware()
+        max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
+        loaded = None
+        if stored or tracker is not None:
+            loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args)).load()
+        if loaded is None:
+            print(
+                f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
+                "predicting with the analytic model",
+                file=sys.stderr,
+            )
+        probe = probe_job(job, device, settings, hardware, max_w)
+        workers = list(range(max_w + 1))
+        if loaded is None:
+            curve = AnalyticModel().predict(probe.features, workers)
+            source = "analytic model (no registered model)"
+        else:
+            import pandas as pd
 
-        rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
-        pyfunc, version = loaded
-        curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
-        source = f"{MODEL_NAME}@champion (v{version})"
-    best_w = int(np.argmax(curve))
-    enough_w = smallest_reaching(curve)
-    measured = None
-    sweep_s = None
-    if args.compare:
-        import time
+            rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
+            pyfunc, version = loaded
+            curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+            source = f"{MODEL_NAME}@champion (v{version})"
+        best_w = int(np.argmax(curve))
+        enough_w = smallest_reaching(curve)
+        measured = None
+        sweep_s = None
+        if args.compare:
+            import time
 
-        t0 = time.perf_counter()
-        profile = sweep(args, job, device, settings, hardware)
-        sweep_s = time.perf_counter() - t0
-        measured = [p.throughput for p in profile.points]
-        if tracker is not None:
-            log_or_keep(tracker, profile, settings)
+            t0 = time.perf_counter()
+            profile = sweep(args, job, device, settings, hardware)
+            sweep_s = time.perf_counter() - t0
+            measured = [p.throughput for p in profile.points]
+            if tracker is not None:
+                log_or_keep(tracker, profile, settings)
     summary = {
         "workload": job.name,
         "device": device.label,
