@@ -108,11 +108,10 @@ def open_tracker(settings, args: argparse.Namespace | None = None):
     store names the flag or variable that chose it."""
     from adlrec.tracking import Tracker, check_server
 
-    check_server(settings.resolved_tracking_uri)
-    origin = ""
+    origin = store_source(args) if args is not None else ""
+    check_server(settings.resolved_tracking_uri, origin)
     if args is not None:
         store_exists(args, settings, reading=False)
-        origin = store_source(args)
     return Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root, origin)
 
 

@@ -201,19 +201,20 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 
 def _list_versions(args: argparse.Namespace) -> int:
-    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
 
     settings = settings_from(args)
     uri = settings.resolved_tracking_uri
     if not store_exists(args, settings, reading=True):  # the default store, before anything was logged
         print(f"no versions of {MODEL_NAME} yet in {uri}; `adlrec model fit` registers one")
         return 0
-    check_server(uri)
+    check_server(uri, store_source(args))
     registry = ModelRegistry(uri, settings.artifact_root, store_source(args))
-    versions = registry.versions()
+    with prompt_reads():
+        versions = registry.versions()
+        champion = registry.champion()
     if not versions:
         print(f"no versions of {MODEL_NAME} in {uri}")
-    champion = registry.champion()
     console = stdout()
     for mv in versions:
         mark = "  champion" if champion and champion.version == str(mv.version) else ""
@@ -236,7 +237,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
     from adlrec.schemas import ENOUGH_SHARE, json_text
-    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
 
     if args.no_log and not args.compare:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
@@ -246,7 +247,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             "--no-log, predict logs nothing (the registered model it reads is in no experiment)"
         )
     settings = settings_from(args, point_budget_s=args.budget)
-    check_server(settings.resolved_tracking_uri)  # before the probe, not after it
+    check_server(settings.resolved_tracking_uri, store_source(args))  # before the probe, not after it
     check_job_file(args.model_py)  # the arguments before the store
     # only a --compare that logs its sweep writes: anything else leaves a store that is not there uncreated
     stored = store_exists(args, settings, reading=not args.compare or args.no_log)
@@ -257,7 +258,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
         loaded = None
         if stored or tracker is not None:
-            loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args)).load()
+            registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
+            with prompt_reads():  # a server that fails is an error, not "no registered model"
+                loaded = registry.load() if registry.champion() else None
         if loaded is None:
             print(
                 f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "

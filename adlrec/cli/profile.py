@@ -190,7 +190,7 @@ def log_or_keep(tracker: Tracker, profile: Profile, settings: Settings) -> str:
     from adlrec.tracking import check_server
 
     try:
-        check_server(tracker.tracking_uri)  # a server gone during the sweep: at once, not after retries
+        check_server(tracker.tracking_uri, tracker.origin)  # a server gone during the sweep: at once, not after retries
         return tracker.log_profile(profile)
     except (Exception, KeyboardInterrupt) as exc:
         kept = _keep(profile, settings.data_dir / "unlogged")
@@ -272,8 +272,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             print(nothing)
             return 0
         raise UsageError(f"no complete profiles to export: {nothing}")
-    tracker = open_tracker(settings, args)
-    runs = tracker.profiles()
+    from adlrec.tracking import prompt_reads
+
+    with prompt_reads():
+        tracker = open_tracker(settings, args)
+        runs = tracker.profiles()
     if args.profiles_command == "list":
         if not runs:
             print(f"no complete profiles in experiment {settings.experiment!r} at {tracker.tracking_uri}")

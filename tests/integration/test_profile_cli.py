@@ -21,11 +21,11 @@ def store_args(store):
     return ["--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The console script as a user runs it (a fresh process)."""
-    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300):
+    """The console script as a user runs it (a fresh process), with ``env`` added to this one's."""
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"} | (env or {})
     return subprocess.run(
-        [sys.executable, "-m", "adlrec.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+        [sys.executable, "-m", "adlrec.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout
     )
 
 
