@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from adlrec.errors import UsageError
 
-__all__ = ["ensure_folder"]
+__all__ = ["ensure_folder", "undone_on_failure"]
 
 
 def ensure_folder(path: Path, what: str, set_by: str = "") -> Path:
@@ -25,3 +30,51 @@ def ensure_folder(path: Path, what: str, set_by: str = "") -> Path:
             + (f" (set by {set_by})" if set_by else "")
         ) from None
     return path
+
+
+@contextlib.contextmanager
+def undone_on_failure(folder: Path) -> Iterator[None]:
+    """If the block raises, remove the files and folders it added directly to ``folder``; what was there before stays.
+
+    For a job's ``build_dataset``, which caches the data it generates there: one that fails halfway would leave
+    a partial file that the next run takes for complete.  ``folder`` is locked (``flock``) for the block, so
+    another adlrec process building data there at the same time waits, rather than having its new files taken
+    for this block's.  A ``folder`` that is not there is not watched.
+    """
+    fd: int | None = None
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    if fd is None:
+        yield
+        return
+    try:
+        _lock(fd, folder)
+        before = set(os.listdir(folder))
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(OSError):
+                for name in set(os.listdir(folder)) - before:
+                    _remove(Path(folder) / name)
+            raise
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def _lock(fd: int, folder: Path) -> None:
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"adlrec: waiting for another process that is generating data in {folder}", file=sys.stderr)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:  # a file system without flock on folders (some NFS): unlocked, as before
+        pass
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

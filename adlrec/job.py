@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from adlrec.errors import JobContractError
+from adlrec.folders import undone_on_failure
 
 __all__ = ["Job", "JobConfig", "check_job_file", "load_job", "parse_param_overrides"]
 
@@ -98,8 +99,10 @@ class Job:
         return self.config.params
 
     def dataset(self) -> Any:
-        """Build the dataset and check it is a non-empty map-style dataset."""
-        ds = self._call("build_dataset", self.build_dataset, self.config)
+        """Build the dataset and check it is a non-empty map-style dataset.  A ``build_dataset`` that raises
+        (or is interrupted) leaves nothing new in ``cfg.data_dir``: no partial data a later run would reuse."""
+        with undone_on_failure(self.config.data_dir):
+            ds = self._call("build_dataset", self.build_dataset, self.config)
         from torch.utils.data import IterableDataset
 
         if isinstance(ds, IterableDataset):

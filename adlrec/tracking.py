@@ -54,6 +54,7 @@ __all__ = [
     "check_server",
     "check_sqlite_store",
     "log_simulation",
+    "prompt_reads",
 ]
 
 COMPLETE_TAG = "adlrec.complete"
@@ -72,15 +73,18 @@ _POINT_METRICS = (
     "main_rss_mb",
 )
 _PARAM_MAX = 6000  # MLflow's longest param value (MAX_PARAM_VAL_LENGTH)
+# where a store's URI may come from, said when the caller does not know which of them it was
+_ANY_ORIGIN = "--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR"
 
 
-def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
+def check_server(tracking_uri: str, origin: str = "", timeout_s: float = 5.0) -> None:
     """Raise :class:`TrackingError` at once when ``tracking_uri`` is an MLflow server that does not
     answer (refused, no such host, timed out, TLS refused): MLflow's own client retries for minutes
     (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) with no output before it says so.  The probe is MLflow's
     own request, once, so its TLS, proxy and credential settings (``MLFLOW_TRACKING_INSECURE_TLS``,
     ``MLFLOW_TRACKING_SERVER_CERT_PATH``, ...) apply.  Any HTTP answer, even an error, counts as a
-    server that is there.  Other URIs are not checked."""
+    server that is there.  Other URIs are not checked.  ``origin`` is the flag or variable that named the
+    server, when the caller knows it."""
     if urllib.parse.urlsplit(tracking_uri).scheme not in ("http", "https"):
         return
     from mlflow.utils.credentials import get_default_host_creds
@@ -96,13 +100,69 @@ def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
             raise_on_status=False,
         )
     except Exception as exc:  # MlflowException wraps what requests raised; anything else is no answer either
-        text = str(exc)
-        cause = re.search(r"\[Errno -?\d+\] ([^\"')]+)|(SSLError\(.{0,120}?\)\)|Read timed out)", text)
-        why = (cause.group(1) or cause.group(2)) if cause else (_first_line(exc)[:200] or type(exc).__name__)
         raise TrackingError(
-            f"the MLflow server at {tracking_uri} does not answer ({why.strip()}); start it, or pass another "
-            "--tracking-uri (or MLFLOW_TRACKING_URI)"
+            f"the MLflow server at {tracking_uri} does not answer ({_request_cause(exc)}); start it, or pass "
+            f"another URI (this one set by {origin or '--tracking-uri or MLFLOW_TRACKING_URI'})"
         ) from None
+
+
+# MLflow's client retries a server that answers with an error (a proxy's 502/503 while the server behind it is
+# down, a 500) 7 times, over about 4 minutes, and waits 120 s for each answer; a command that only reads does not.
+_READ_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",
+}
+
+
+@contextlib.contextmanager
+def prompt_reads() -> Iterator[None]:
+    """For the block, MLflow's client gives up on a failing server after seconds (``_READ_LIMITS``), not
+    minutes, unless the user set those variables; a command that only reads loses nothing by failing and
+    being run again.  MLflow reads them at each request."""
+    saved = {name: os.environ.get(name) for name in _READ_LIMITS}
+    for name, value in _READ_LIMITS.items():
+        os.environ.setdefault(name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _request_failed(exc: BaseException) -> bool:
+    """Whether MLflow raised ``exc`` because its HTTP request got no usable answer (no connection, a timeout,
+    error answers past its retries), rather than an answer that says what is wrong."""
+    import requests
+
+    return isinstance(exc.__cause__ or exc.__context__, requests.exceptions.RequestException)
+
+
+def _request_cause(exc: BaseException) -> str:
+    """The cause in what MLflow says of a failed request (a page of urllib3's reprs): "Connection refused",
+    "too many 503 error responses", "Read timed out", the SSL error."""
+    text = str(exc)
+    cause = re.search(
+        r"\[Errno -?\d+\] ([^\"')]+)|(SSLError\(.{0,120}?\)\)|Read timed out)|ResponseError\('([^']{1,200})'\)", text
+    )
+    if cause:
+        return next(g for g in cause.groups() if g).strip()
+    return _first_line(exc)[:200] or type(exc).__name__
+
+
+def _read_error(exc: MlflowException, tracking_uri: str, origin: str) -> TrackingError:
+    """A store that failed a request: one line naming it, what chose it and why."""
+    where = f"{tracking_uri} (set by {origin or _ANY_ORIGIN})"
+    if _request_failed(exc):
+        tries = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
+        return TrackingError(
+            f"the MLflow server at {where} does not serve requests ({_request_cause(exc)}, after {tries} retries); "
+            "check it, or set MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_TIMEOUT to wait longer"
+        )
+    return TrackingError(f"the tracking store at {where} failed a request: {_first_line(exc)[:300]}")
 
 
 def check_sqlite_store(tracking_uri: str, origin: str = "") -> None:
@@ -136,7 +196,7 @@ def check_sqlite_store(tracking_uri: str, origin: str = "") -> None:
         raise UsageError(
             f"tracking store {tracking_uri!r}: {path} is not an MLflow store but another program's SQLite database "
             f"(tables {shown}); expected a new file or an MLflow store (set by "
-            f"{origin or '--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR'})"
+            f"{origin or _ANY_ORIGIN})"
         )
 
 
@@ -149,22 +209,25 @@ class ProfileRun:
 class Tracker:
     """A connection to one tracking store and one experiment."""
 
-    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None) -> None:
+    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None, origin: str = "") -> None:
+        """``origin`` is the flag or variable that named the store, when the caller knows it: a refusal names it."""
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.artifact_root = artifact_root
+        self.origin = origin
+        set_by = origin or _ANY_ORIGIN
         path = sqlite_file(tracking_uri)
         if path is not None:
-            ensure_folder(path.parent, "the MLflow store's folder", "--data-dir, ADLREC_DATA_DIR or --tracking-uri")
+            ensure_folder(path.parent, "the MLflow store's folder", set_by)
             if path.is_dir():  # MLflow would retry it for 100 s
                 raise UsageError(
                     f"tracking store {tracking_uri!r}: a folder, not a database file; expected "
-                    "sqlite:///path/mlflow.db (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+                    f"sqlite:///path/mlflow.db (set by {set_by})"
                 )
         # The registry lives in the same store; without registry_uri the client takes MLflow's global one.
         try:
             with _store_lock(tracking_uri):
-                check_sqlite_store(tracking_uri)  # before MLflow migrates it
+                check_sqlite_store(tracking_uri, origin)  # before MLflow migrates it
                 self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
         except (MlflowException, ImportError) as exc:  # a URI MLflow has no store for, or lacks the driver of
             if isinstance(exc, ImportError):
@@ -175,7 +238,7 @@ class Tracker:
                 why = _first_line(exc).split(". ")[0]
             raise UsageError(
                 f"tracking store {tracking_uri!r}: {why}; expected sqlite:///path/mlflow.db, another database URI "
-                "or an MLflow server's http(s):// address (set by --tracking-uri or MLFLOW_TRACKING_URI)"
+                f"or an MLflow server's http(s):// address (set by {set_by})"
             ) from None
         except Exception as exc:  # the database itself: a file that is not SQLite, a folder, no access
             if not type(exc).__module__.startswith("sqlalchemy"):
@@ -183,8 +246,8 @@ class Tracker:
             cause = _first_line(getattr(exc, "orig", None) or exc)
             raise UsageError(
                 f"tracking store {tracking_uri!r}: cannot be opened as an MLflow database ({cause}); expected "
-                "sqlite:///path/mlflow.db, another database URI or an MLflow server's http(s):// address (set by "
-                "--tracking-uri or MLFLOW_TRACKING_URI)"
+                f"sqlite:///path/mlflow.db, another database URI or an MLflow server's http(s):// address (set by "
+                f"{set_by})"
             ) from None
 
     # -- experiment ------------------------------------------------------------------------
@@ -212,6 +275,8 @@ class Tracker:
                     raise
                 return exp.experiment_id
         except MlflowException as exc:
+            if _request_failed(exc):  # the server's failure, not the user's
+                raise _read_error(exc, self.tracking_uri, self.origin) from exc
             raise UsageError(f"tracking store {self.tracking_uri}: {_first_line(exc)}") from exc
 
     # -- writing ---------------------------------------------------------------------------
@@ -299,19 +364,27 @@ class Tracker:
         if exp_id is None:
             return []
         query = "" if include_incomplete else f"tags.`{COMPLETE_TAG}` = 'true' and attributes.status = 'FINISHED'"
-        return list(_all_runs(self.client, exp_id, query))
+        try:
+            return list(_all_runs(self.client, exp_id, query))
+        except MlflowException as exc:
+            raise _read_error(exc, self.tracking_uri, self.origin) from exc
 
     def profiles(self) -> list[ProfileRun]:
         """Every complete profile in the experiment, newest first."""
         out = []
         for run in self.runs():
             with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
-                path = mlflow.artifacts.download_artifacts(
-                    run_id=run.info.run_id,
-                    artifact_path=PROFILE_ARTIFACT,
-                    dst_path=tmp,
-                    tracking_uri=self.tracking_uri,
-                )
+                try:
+                    path = mlflow.artifacts.download_artifacts(
+                        run_id=run.info.run_id,
+                        artifact_path=PROFILE_ARTIFACT,
+                        dst_path=tmp,
+                        tracking_uri=self.tracking_uri,
+                    )
+                except MlflowException as exc:
+                    if not _request_failed(exc):
+                        raise
+                    raise _read_error(exc, self.tracking_uri, self.origin) from exc
                 data = json.loads(Path(path).read_text())
             out.append(ProfileRun(run_id=run.info.run_id, profile=Profile.from_dict(data)))
         return out
@@ -381,6 +454,7 @@ MODEL_NAME = "adlrec-throughput"
 CHAMPION = "champion"
 MODEL_EXPERIMENT = "adlrec-models"
 SPEC_TAG = "adlrec.spec"
+_ABSENT = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})  # no such model, no such alias
 
 
 class ThroughputPyfunc(mlflow.pyfunc.PythonModel):
@@ -451,16 +525,20 @@ class Champion:
 class ModelRegistry:
     """The registered throughput model: versions, the champion alias, loading for prediction."""
 
-    def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, origin: str = "") -> None:
         self.tracking_uri = tracking_uri
-        self.models = Tracker(tracking_uri, MODEL_EXPERIMENT, artifact_root)
+        self.models = Tracker(tracking_uri, MODEL_EXPERIMENT, artifact_root, origin)
         self.client = self.models.client
 
     def champion(self) -> Champion | None:
+        """The version @champion points at; None when there is none.  A store that fails is an error: read as
+        no champion, ``model list`` said there was none and a fit moved the alias to its version."""
         try:
             mv = self.client.get_model_version_by_alias(MODEL_NAME, CHAMPION)
-        except MlflowException:
-            return None  # no registered model, or no alias yet
+        except MlflowException as exc:
+            if exc.error_code in _ABSENT:
+                return None  # no registered model, or no alias yet
+            raise _read_error(exc, self.tracking_uri, self.models.origin) from exc
         try:
             spec = json.loads(mv.tags.get(SPEC_TAG, "null"))
         except ValueError:
@@ -565,8 +643,10 @@ class ModelRegistry:
     def versions(self) -> list[Any]:
         try:
             return sorted(self.client.search_model_versions(f"name = '{MODEL_NAME}'"), key=lambda mv: int(mv.version))
-        except MlflowException:
-            return []
+        except MlflowException as exc:
+            if exc.error_code in _ABSENT:
+                return []
+            raise _read_error(exc, self.tracking_uri, self.models.origin) from exc
 
 
 class _quiet:

@@ -11,7 +11,16 @@ from pathlib import Path
 
 from adlrec.errors import UsageError
 
-__all__ = ["number", "open_tracker", "settings_from", "stdout", "store_args", "store_exists", "tracker_from"]
+__all__ = [
+    "number",
+    "open_tracker",
+    "settings_from",
+    "stdout",
+    "store_args",
+    "store_exists",
+    "store_source",
+    "tracker_from",
+]
 
 
 def number(
@@ -99,10 +108,11 @@ def open_tracker(settings, args: argparse.Namespace | None = None):
     store names the flag or variable that chose it."""
     from adlrec.tracking import Tracker, check_server
 
-    check_server(settings.resolved_tracking_uri)
+    origin = store_source(args) if args is not None else ""
+    check_server(settings.resolved_tracking_uri, origin)
     if args is not None:
         store_exists(args, settings, reading=False)
-    return Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+    return Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root, origin)
 
 
 def store_origin(args: argparse.Namespace) -> str:
@@ -115,6 +125,11 @@ def store_origin(args: argparse.Namespace) -> str:
     if args.data_dir is not None:
         return "--data-dir"
     return "ADLREC_DATA_DIR" if "ADLREC_DATA_DIR" in os.environ else ""
+
+
+def store_source(args: argparse.Namespace) -> str:
+    """What chose the tracking store, for an error to name: the flag or variable, else that it is the default."""
+    return store_origin(args) or "default: --data-dir or ADLREC_DATA_DIR chooses another"
 
 
 def store_exists(args: argparse.Namespace, settings, *, reading: bool) -> bool:
@@ -133,7 +148,7 @@ def store_exists(args: argparse.Namespace, settings, *, reading: bool) -> bool:
     if path.exists():
         from adlrec.tracking import check_sqlite_store
 
-        check_sqlite_store(uri, store_origin(args) or "default: --data-dir or ADLREC_DATA_DIR chooses another")
+        check_sqlite_store(uri, store_source(args))
         return True
     origin = store_origin(args)
     if reading and origin:

@@ -8,8 +8,17 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from adlrec.cli.common import seconds, settings_from, stdout, store_args, store_exists, tracker_from, worker_count
-from adlrec.cli.profile import job_and_device, log_or_keep, profile_tracker, sweep
+from adlrec.cli.common import (
+    seconds,
+    settings_from,
+    stdout,
+    store_args,
+    store_exists,
+    store_source,
+    tracker_from,
+    worker_count,
+)
+from adlrec.cli.profile import datasets_folder, job_and_device, log_or_keep, profile_tracker, sweep
 from adlrec.errors import UsageError
 
 __all__ = ["add_commands"]
@@ -88,7 +97,7 @@ def add_commands(sub) -> None:
     pr.add_argument("--compare", action="store_true", help="also run the full sweep and print predicted vs measured")
     pr.add_argument("--no-log", action="store_true", help="with --compare: do not log the sweep to MLflow")
     pr.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    store_args(pr)
+    store_args(pr, what="MLflow experiment --compare logs its sweep to")
     m.set_defaults(handler=_cmd_model)
     pr.set_defaults(handler=_cmd_predict)
 
@@ -154,7 +163,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
         return _list_versions(args)
     spec, folder = _fit_flags(args)  # before the store is opened: a mistyped flag creates no store
     settings, tracker = tracker_from(args)
-    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
     console = stdout()
 
     from adlrec.predict.fit import fit_and_register, gather_curves
@@ -192,19 +201,20 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 
 def _list_versions(args: argparse.Namespace) -> int:
-    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
 
     settings = settings_from(args)
     uri = settings.resolved_tracking_uri
     if not store_exists(args, settings, reading=True):  # the default store, before anything was logged
         print(f"no versions of {MODEL_NAME} yet in {uri}; `adlrec model fit` registers one")
         return 0
-    check_server(uri)
-    registry = ModelRegistry(uri, settings.artifact_root)
-    versions = registry.versions()
+    check_server(uri, store_source(args))
+    registry = ModelRegistry(uri, settings.artifact_root, store_source(args))
+    with prompt_reads():
+        versions = registry.versions()
+        champion = registry.champion()
     if not versions:
         print(f"no versions of {MODEL_NAME} in {uri}")
-    champion = registry.champion()
     console = stdout()
     for mv in versions:
         mark = "  champion" if champion and champion.version == str(mv.version) else ""
@@ -227,53 +237,61 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
     from adlrec.schemas import ENOUGH_SHARE, json_text
-    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
 
     if args.no_log and not args.compare:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
+    if args.experiment is not None and (args.no_log or not args.compare):
+        raise UsageError(
+            "--experiment applies to --compare only, which logs its sweep there; without --compare, or with "
+            "--no-log, predict logs nothing (the registered model it reads is in no experiment)"
+        )
     settings = settings_from(args, point_budget_s=args.budget)
-    check_server(settings.resolved_tracking_uri)  # before the probe, not after it
+    check_server(settings.resolved_tracking_uri, store_source(args))  # before the probe, not after it
     check_job_file(args.model_py)  # the arguments before the store
     # only a --compare that logs its sweep writes: anything else leaves a store that is not there uncreated
     stored = store_exists(args, settings, reading=not args.compare or args.no_log)
     job, device = job_and_device(args, settings)
-    tracker = profile_tracker(args, settings) if args.compare else None
-    hardware = detect_hardware()
-    max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
-    loaded = None
-    if stored or tracker is not None:
-        loaded = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root).load()
-    if loaded is None:
-        print(
-            f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
-            "predicting with the analytic model",
-            file=sys.stderr,
-        )
-    probe = probe_job(job, device, settings, hardware, max_w)
-    workers = list(range(max_w + 1))
-    if loaded is None:
-        curve = AnalyticModel().predict(probe.features, workers)
-        source = "analytic model (no registered model)"
-    else:
-        import pandas as pd
+    with datasets_folder(settings):  # a job that fails leaves no empty datasets folder
+        tracker = profile_tracker(args, settings) if args.compare else None
+        hardware = detect_hardware()
+        max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
+        loaded = None
+        if stored or tracker is not None:
+            registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
+            with prompt_reads():  # a server that fails is an error, not "no registered model"
+                loaded = registry.load() if registry.champion() else None
+        if loaded is None:
+            print(
+                f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
+                "predicting with the analytic model",
+                file=sys.stderr,
+            )
+        probe = probe_job(job, device, settings, hardware, max_w)
+        workers = list(range(max_w + 1))
+        if loaded is None:
+            curve = AnalyticModel().predict(probe.features, workers)
+            source = "analytic model (no registered model)"
+        else:
+            import pandas as pd
 
-        rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
-        pyfunc, version = loaded
-        curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
-        source = f"{MODEL_NAME}@champion (v{version})"
-    best_w = int(np.argmax(curve))
-    enough_w = smallest_reaching(curve)
-    measured = None
-    sweep_s = None
-    if args.compare:
-        import time
+            rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
+            pyfunc, version = loaded
+            curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+            source = f"{MODEL_NAME}@champion (v{version})"
+        best_w = int(np.argmax(curve))
+        enough_w = smallest_reaching(curve)
+        measured = None
+        sweep_s = None
+        if args.compare:
+            import time
 
-        t0 = time.perf_counter()
-        profile = sweep(args, job, device, settings, hardware)
-        sweep_s = time.perf_counter() - t0
-        measured = [p.throughput for p in profile.points]
-        if tracker is not None:
-            log_or_keep(tracker, profile, settings)
+            t0 = time.perf_counter()
+            profile = sweep(args, job, device, settings, hardware)
+            sweep_s = time.perf_counter() - t0
+            measured = [p.throughput for p in profile.points]
+            if tracker is not None:
+                log_or_keep(tracker, profile, settings)
     summary = {
         "workload": job.name,
         "device": device.label,

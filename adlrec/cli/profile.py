@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from adlrec.schemas import Profile
     from adlrec.tracking import Tracker
 
-__all__ = ["add_commands", "job_and_device", "log_or_keep", "profile_tracker", "sweep"]
+__all__ = ["add_commands", "datasets_folder", "job_and_device", "log_or_keep", "profile_tracker", "sweep"]
 
 
 def add_commands(sub) -> None:
@@ -103,7 +105,6 @@ def add_commands(sub) -> None:
 
 
 def job_and_device(args: argparse.Namespace, settings):
-    from adlrec.folders import ensure_folder
     from adlrec.job import load_job, parse_param_overrides
     from adlrec.profile.device import parse_device
 
@@ -115,9 +116,28 @@ def job_and_device(args: argparse.Namespace, settings):
         data_dir=settings.datasets_dir,
         seed=settings.seed,
     )
-    # the job caches generated data there: a folder that cannot be made is the setting's fault, not model.py's
-    ensure_folder(settings.datasets_dir, "the datasets folder", "--data-dir or ADLREC_DATA_DIR")
     return job, device
+
+
+@contextlib.contextmanager
+def datasets_folder(settings: Settings) -> Iterator[Path]:
+    """The folder the job caches generated data in, made for the block; if the block fails, the folders it
+    made that are still empty are removed (a failing ``build_dataset`` removes what it wrote itself: ``Job.dataset``),
+    so a job that fails leaves no empty ``datasets`` folder, nor a data dir made only for it."""
+    from adlrec.folders import ensure_folder
+
+    made = [p for p in (settings.datasets_dir, *settings.datasets_dir.parents) if not p.exists()]  # deepest first
+    # a folder that cannot be made is the setting's fault, not model.py's
+    ensure_folder(settings.datasets_dir, "the datasets folder", "--data-dir or ADLREC_DATA_DIR")
+    try:
+        yield settings.datasets_dir
+    except BaseException:
+        for folder in made:
+            try:
+                folder.rmdir()  # only when empty: what another command put there meanwhile stays
+            except OSError:
+                break
+        raise
 
 
 def sweep(args: argparse.Namespace, job, device, settings, hardware=None):
@@ -170,7 +190,7 @@ def log_or_keep(tracker: Tracker, profile: Profile, settings: Settings) -> str:
     from adlrec.tracking import check_server
 
     try:
-        check_server(tracker.tracking_uri)  # a server gone during the sweep: at once, not after retries
+        check_server(tracker.tracking_uri, tracker.origin)  # a server gone during the sweep: at once, not after retries
         return tracker.log_profile(profile)
     except (Exception, KeyboardInterrupt) as exc:
         kept = _keep(profile, settings.data_dir / "unlogged")
@@ -210,10 +230,13 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     from adlrec.profile.report import profile_table
     from adlrec.schemas import ENOUGH_SHARE, json_text
 
+    if args.no_log and args.experiment is not None:
+        raise UsageError("--experiment names the experiment the profile is logged to; with --no-log nothing is logged")
     settings = settings_from(args, point_budget_s=args.budget)
     job, device = job_and_device(args, settings)
-    tracker = profile_tracker(args, settings)
-    profile = sweep(args, job, device, settings)
+    with datasets_folder(settings):
+        tracker = profile_tracker(args, settings)
+        profile = sweep(args, job, device, settings)
     run_id = log_or_keep(tracker, profile, settings) if tracker is not None else None
     if args.json:
         out = profile.to_dict() | {"run_id": run_id, "tracking_uri": tracker.tracking_uri if tracker else None}
@@ -249,8 +272,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             print(nothing)
             return 0
         raise UsageError(f"no complete profiles to export: {nothing}")
-    tracker = open_tracker(settings)
-    runs = tracker.profiles()
+    from adlrec.tracking import prompt_reads
+
+    with prompt_reads():
+        tracker = open_tracker(settings, args)
+        runs = tracker.profiles()
     if args.profiles_command == "list":
         if not runs:
             print(f"no complete profiles in experiment {settings.experiment!r} at {tracker.tracking_uri}")

@@ -21,11 +21,11 @@ def store_args(store):
     return ["--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The console script as a user runs it (a fresh process)."""
-    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300):
+    """The console script as a user runs it (a fresh process), with ``env`` added to this one's."""
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"} | (env or {})
     return subprocess.run(
-        [sys.executable, "-m", "adlrec.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+        [sys.executable, "-m", "adlrec.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout
     )
 
 
@@ -239,3 +239,12 @@ def test_profiles_kept_in_the_same_second_do_not_overwrite_each_other(tmp_path):
     paths = [_keep(p, tmp_path / "unlogged") for p in (first, second)]
     assert paths[0] != paths[1]
     assert [json.loads(p.read_text())["points"][1]["throughput"] for p in paths] == [2.0, 4.0]
+
+
+def test_predict_compare_logs_its_sweep_to_the_experiment_given(tiny_job_path, store, capsys):
+    argv = ["predict", str(tiny_job_path), *FAST, "--max-workers", "1", "--compare", "--json", *store_args(store)]
+    assert main([*argv, "--experiment", "mine"]) == 0
+    capsys.readouterr()
+    (run,) = Tracker(store["uri"], "mine").profiles()
+    assert run.profile.workload == "tiny"
+    assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []

@@ -192,3 +192,49 @@ def test_another_programs_database_names_where_its_path_came_from(tmp_path, monk
         ), argv
     assert path.read_bytes() == content
     assert _tree(tmp_path) == before
+
+
+FAILING_BUILD = """
+import torch
+PARAMS = {"batch_size": 2}
+def build_dataset(cfg):
+    (cfg.data_dir / "rows.bin").write_bytes(b"half a file")  # a partial file, and a partial folder
+    (cfg.data_dir / "images").mkdir()
+    (cfg.data_dir / "images" / "0.png").write_bytes(b"png")
+    raise %s
+def build_model(cfg): return torch.nn.Linear(1, 1)
+def loss_fn(o, t): return o.sum()
+"""
+
+
+@pytest.mark.parametrize(
+    "command", [["predict"], ["predict", "--compare", "--no-log"], ["profile", "--no-log"], ["profile"]]
+)
+def test_a_build_dataset_that_raises_leaves_nothing_new(tmp_path, monkeypatch, capsys, command):
+    """It left .adlrec/datasets behind, with the partial data in it, which a later run took for complete."""
+    monkeypatch.chdir(tmp_path)
+    job = tmp_path / "model.py"
+    job.write_text(FAILING_BUILD % 'OSError(28, "No space left on device")')
+    argv = [command[0], str(job), *command[1:], *PROBE]
+    if command == ["profile"]:  # it opens its store before it measures: one outside the data dir
+        argv += ["--tracking-uri", f"sqlite:///{tmp_path / 'store' / 'm.db'}"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.endswith(
+        "adlrec: error: model.py: build_dataset() raised OSError: [Errno 28] No space left on device\n"
+    )
+    assert not (tmp_path / ".adlrec").exists()
+
+
+def test_a_failed_build_keeps_what_the_datasets_folder_held_before(tmp_path, capsys):
+    datasets = tmp_path / "data" / "datasets"
+    (datasets / "images").mkdir(parents=True)  # another job's data, and a folder this job writes into too
+    (datasets / "images" / "old.png").write_bytes(b"kept")
+    (datasets / "other.bin").write_bytes(b"kept")
+    job = tmp_path / "model.py"
+    job.write_text(FAILING_BUILD.replace('(cfg.data_dir / "images").mkdir()', "") % "KeyboardInterrupt")
+    before = {p: p.read_bytes() for p in datasets.rglob("*") if p.is_file()}
+    assert main(["profile", str(job), "--no-log", "--data-dir", str(tmp_path / "data"), *PROBE]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    # rows.bin, new in the folder, is gone; images/0.png, written into a folder that was there, stays with it
+    assert sorted(datasets.rglob("*")) == sorted([*before, datasets / "images", datasets / "images" / "0.png"])
+    assert all(p.read_bytes() == content for p, content in before.items())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from adlrec.cli import main
@@ -32,7 +35,7 @@ def test_a_data_dir_under_a_file_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"cannot create the MLflow store's folder {blocker / 'store'}: Not a directory" in err
-    assert "--data-dir, ADLREC_DATA_DIR or --tracking-uri" in err
+    assert "(set by --data-dir)" in err
     assert blocker.read_text() == "not a folder"
 
 
@@ -78,3 +81,49 @@ def test_profile_without_logging_names_the_datasets_folder_not_model_py(tiny_job
         f"adlrec: error: cannot create the datasets folder {data / 'datasets'}: Not a directory; "
         "expected a folder adlrec may write to (set by --data-dir or ADLREC_DATA_DIR)\n"
     )
+
+
+STORE_ORIGINS = ["--tracking-uri", "MLFLOW_TRACKING_URI", "ADLREC_TRACKING_URI", "--data-dir", "ADLREC_DATA_DIR", ""]
+
+
+def _store_chosen_by(origin: str, data: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Point the store at ``data``/mlflow.db through ``origin`` ("": the default, .adlrec in the current folder);
+    the flags to add to a command."""
+    uri = f"sqlite:///{data / 'mlflow.db'}"
+    if origin in ("MLFLOW_TRACKING_URI", "ADLREC_TRACKING_URI"):
+        monkeypatch.setenv(origin, uri)
+    elif origin == "ADLREC_DATA_DIR":
+        monkeypatch.setenv(origin, str(data))
+    return {"--tracking-uri": ["--tracking-uri", uri], "--data-dir": ["--data-dir", str(data)]}.get(origin, [])
+
+
+@pytest.mark.parametrize("command", [["profiles", "list"], ["model", "list"], ["profiles", "import", "p.json"]])
+@pytest.mark.parametrize("origin", STORE_ORIGINS)
+def test_a_store_that_is_a_folder_names_what_chose_it(tmp_path, monkeypatch, capsys, command, origin):
+    """It said '(set by --tracking-uri or MLFLOW_TRACKING_URI)' whatever chose the path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.json").write_text(json.dumps(make_profile().to_dict()))
+    data = tmp_path / ".adlrec" if origin == "" else tmp_path / "data"
+    (data / "mlflow.db").mkdir(parents=True)
+    flags = _store_chosen_by(origin, data, monkeypatch)
+    before = sorted(tmp_path.rglob("*"))
+    assert main([*command, *flags]) == 2
+    set_by = origin or "default: --data-dir or ADLREC_DATA_DIR chooses another"
+    assert capsys.readouterr().err == (
+        f"adlrec: error: tracking store 'sqlite:///{data / 'mlflow.db'}': a folder, not a database file; expected "
+        f"sqlite:///path/mlflow.db (set by {set_by})\n"
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("origin", ["--data-dir", "ADLREC_DATA_DIR"])
+def test_a_store_that_is_not_a_database_names_what_chose_it(tmp_path, monkeypatch, capsys, origin):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "mlflow.db").write_text("notes, not a database\n" * 10)
+    flags = _store_chosen_by(origin, data, monkeypatch)
+    assert main(["profiles", "list", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"adlrec: error: tracking store 'sqlite:///{data / 'mlflow.db'}': cannot be opened as an")
+    assert err.endswith(f"(set by {origin})\n") and err.count("\n") == 1
+    assert (data / "mlflow.db").read_text() == "notes, not a database\n" * 10

@@ -4,17 +4,23 @@ minutes with no output (`adlrec profiles list` against a closed port ran past 5 
 from __future__ import annotations
 
 import http.server
+import os
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 
 from adlrec.cli import main
 from adlrec.errors import TrackingError
-from adlrec.tracking import check_server
+from adlrec.tracking import MODEL_NAME, Tracker, check_server
+from tests.factories import make_profile
+from tests.integration.test_profile_cli import cli
 
 
 def closed_port() -> int:
@@ -94,3 +100,98 @@ def test_the_probe_honours_mlflows_tls_settings(tmp_path, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _Unavailable(http.server.BaseHTTPRequestHandler):
+    """A proxy whose MLflow server is down: /health is the proxy's own, every API call a 503."""
+
+    def do_GET(self):  # noqa: N802 (the handler's name)
+        self.send_response(200 if self.path == "/health" else 503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def unavailable() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["profiles", "list"],
+        ["profiles", "export", "--out", "out"],
+        ["model", "list"],
+        ["predict", "{tiny}", "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"],
+    ],
+)
+@pytest.mark.parametrize("origin", ["--tracking-uri", "MLFLOW_TRACKING_URI"])
+def test_reading_commands_give_up_on_a_server_that_fails_every_request_in_seconds(
+    tmp_path, tiny_job_path, unavailable, argv, origin
+):
+    """MLflow retried each request 7 times over about 4 minutes: `profiles list` ended after 250 s with a
+    page of urllib3's reprs, `model list` after 500 s with "no versions" and exit code 0, `predict` predicted
+    with the analytic model as if none were registered."""
+    argv = [a.replace("{tiny}", str(tiny_job_path)) for a in argv]
+    flags, env = (["--tracking-uri", unavailable], {}) if origin == "--tracking-uri" else ([], {origin: unavailable})
+    done = cli(*argv, *flags, cwd=tmp_path, env=env, timeout=90)  # minutes would be the bug
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        f"adlrec: error: the MLflow server at {unavailable} (set by {origin}) does not serve requests (too many 503 "
+        "error responses, after 2 retries); check it, or set MLFLOW_HTTP_REQUEST_MAX_RETRIES and "
+        "MLFLOW_HTTP_REQUEST_TIMEOUT to wait longer\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_keeps_the_retries_the_user_set(tmp_path, unavailable):
+    done = cli("model", "list", "--tracking-uri", unavailable, env={"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}, timeout=90)
+    assert done.returncode == 1 and "(too many 503 error responses, after 0 retries)" in done.stderr, done.stderr
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory) -> Iterator[str]:
+    """A real `mlflow server` on a SQLite store, with its artifacts served."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = closed_port()
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command += ["--backend-store-uri", f"sqlite:///{root / 'm.db'}", "--artifacts-destination", str(root / "a")]
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    server = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                check_server(uri, timeout_s=1)
+                break
+            except TrackingError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("mlflow server did not start")
+                time.sleep(0.5)
+        yield uri
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_reading_a_real_server_lists_what_it_holds_and_no_model_is_none(tmp_path, mlflow_server, capsys):
+    """A registry with no adlrec-throughput is "no versions" and no champion, not a server that fails."""
+    Tracker(mlflow_server, "adlrec-profiles").log_profile(make_profile())
+    assert main(["profiles", "list", "--tracking-uri", mlflow_server]) == 0
+    assert " w " in capsys.readouterr().out
+    assert main(["model", "list", "--tracking-uri", mlflow_server]) == 0
+    assert capsys.readouterr().out == f"no versions of {MODEL_NAME} in {mlflow_server}\n"
+    assert main(["profiles", "export", "--tracking-uri", mlflow_server, "--out", str(tmp_path / "out")]) == 0
+    assert "exported 1 profiles" in capsys.readouterr().out
