@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from adlrec.config import Settings, load_settings
@@ -69,6 +73,31 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def server_with_breakable_store(tmp: Path) -> Iterator[tuple[LiveServer, httpx.Client, Callable[[], None]]]:
+    """A live service on a SQLite job store in ``tmp/store``, a client of it, and a function that makes the
+    store stop answering: its folder removed and its pooled connections dropped, as a restarted database
+    server drops them (removing the folder alone is not enough: open SQLite connections keep the file)."""
+    from adlrec.service import create_app
+    from adlrec.service.store import JobStore
+
+    folder = tmp / "store"
+    store = JobStore(f"sqlite:///{folder / 'service.db'}")
+
+    def break_store() -> None:
+        shutil.rmtree(folder)
+        store.close()
+
+    try:
+        with (
+            LiveServer(create_app(service_settings(tmp), store=store, flush_s=3600)) as srv,
+            httpx.Client(base_url=srv.url, timeout=10) as http,
+        ):
+            yield srv, http, break_store
+    finally:
+        store.close()
 
 
 PROBE = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 
 import httpx
@@ -13,7 +12,7 @@ import pytest
 
 from adlrec.service import create_app
 from adlrec.service.store import JobStore
-from tests.service_helpers import PROBE, LiveServer, ManualClock, service_settings
+from tests.service_helpers import PROBE, LiveServer, ManualClock, server_with_breakable_store, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
 STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]
@@ -383,29 +382,19 @@ def test_every_nodes_current_plan_in_one_call(service):
 def test_a_store_that_does_not_answer_is_a_503_and_what_memory_holds_still_answers(tmp_path, caplog):
     # its folder removed and its pooled connections dropped (as a restarted database server drops them): every
     # read that needs the store was a 500 with no word of why
-    folder = tmp_path / "store"
-    store = JobStore(f"sqlite:///{folder / 'service.db'}")
-    settings = service_settings(tmp_path)
-    try:
-        with (
-            LiveServer(create_app(settings, store=store, flush_s=3600)) as srv,
-            httpx.Client(base_url=srv.url, timeout=10) as http,
-        ):
-            register(http, "down", "down-a", STEEP)
-            (plan,) = recompute(http)
-            shutil.rmtree(folder)
-            store.close()
-            with caplog.at_level(logging.ERROR, logger="adlrec.service"):
-                for path in ("/health", "/nodes", "/nodes/down", "/nodes/down/plan", "/plans", "/jobs", "/metrics"):
-                    r = http.get(path)
-                    assert r.status_code == 503, (path, r.status_code, r.text)
-                    assert r.json()["detail"].startswith("the job store is unavailable"), (path, r.text)
-                    assert r.headers["retry-after"] == "5"
-            assert any("the job store did not answer" in m for m in caplog.messages)  # the cause, in the log
-            # what the service holds in memory answers as before
-            assert http.get("/plans/current").json() == [plan]
-            assert [j["job_id"] for j in http.get("/jobs", params={"status": "active"}).json()] == ["down-a"]
-            beat = http.post("/jobs/down-a/heartbeat", json={"throughput": 80.0, "workers": 2}, headers=AUTH)
-            assert beat.status_code == 200 and beat.json()["plan_id"] == plan["plan_id"], beat.text
-    finally:
-        store.close()
+    with server_with_breakable_store(tmp_path) as (srv, http, break_store):
+        register(http, "down", "down-a", STEEP)
+        (plan,) = recompute(http)
+        break_store()
+        with caplog.at_level(logging.ERROR, logger="adlrec.service"):
+            for path in ("/health", "/nodes", "/nodes/down", "/nodes/down/plan", "/plans", "/jobs", "/metrics"):
+                r = http.get(path)
+                assert r.status_code == 503, (path, r.status_code, r.text)
+                assert r.json()["detail"].startswith("the job store is unavailable"), (path, r.text)
+                assert r.headers["retry-after"] == "5"
+        assert any("the job store did not answer" in m for m in caplog.messages)  # the cause, in the log
+        # what the service holds in memory answers as before
+        assert http.get("/plans/current").json() == [plan]
+        assert [j["job_id"] for j in http.get("/jobs", params={"status": "active"}).json()] == ["down-a"]
+        beat = http.post("/jobs/down-a/heartbeat", json={"throughput": 80.0, "workers": 2}, headers=AUTH)
+        assert beat.status_code == 200 and beat.json()["plan_id"] == plan["plan_id"], beat.text

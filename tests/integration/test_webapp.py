@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from adlrec.service import create_app
-from adlrec.service.store import JobStore
-from tests.service_helpers import LiveServer, service_settings
+from tests.service_helpers import LiveServer, server_with_breakable_store, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
 STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0, 100.0]
@@ -510,42 +509,32 @@ def test_a_store_that_is_down_leaves_what_memory_holds_on_the_page_and_says_what
     # the job store's database stops answering (here its folder is removed and its pooled connections dropped,
     # as a restarted database server drops them): /health, /nodes and /plans answered 500 and the page showed
     # only "cannot read the service", though the service still held the active jobs and every node's plan
-    folder = tmp_path / "store"
-    store = JobStore(f"sqlite:///{folder / 'service.db'}")
-    settings = service_settings(tmp_path)
-    try:
-        with (
-            LiveServer(create_app(settings, store=store, flush_s=3600)) as srv,
-            httpx.Client(base_url=srv.url, timeout=10) as http,
-        ):
-            register(http, "gpu-s", "kept", STEEP)
-            register(http, "gpu-s", "also", FLAT)
-            register(http, "gpu-s", "gone", RISING)
-            assert http.post("/jobs/gone/finish", headers=AUTH).status_code == 200
-            (plan,) = recompute(http)
-            shutil.rmtree(folder)
-            store.close()
-            r = http.get("/nodes")
-            assert r.status_code == 503 and "job store is unavailable" in r.json()["detail"], r.text
+    with server_with_breakable_store(tmp_path) as (srv, http, break_store):
+        register(http, "gpu-s", "kept", STEEP)
+        register(http, "gpu-s", "also", FLAT)
+        register(http, "gpu-s", "gone", RISING)
+        assert http.post("/jobs/gone/finish", headers=AUTH).status_code == 200
+        (plan,) = recompute(http)
+        break_store()
+        r = http.get("/nodes")
+        assert r.status_code == 503 and "job store is unavailable" in r.json()["detail"], r.text
 
-            browser.get(f"{srv.url}/ui/?refresh=1#job/kept")
-            wait_for(browser, lambda d: {k: v["workers"] for k, v in rows(d).items()} == plan["workers"], "the plan")
-            wait_for(browser, lambda d: d.execute_script("return !document.getElementById('error').hidden"), "banner")
-            assert text(browser, "#error").startswith(
-                "cannot read the service's health, the nodes' budgets, the plan history (HTTP 503: the job store is "
-                "unavailable (its database did not answer); the service's log says why); the rest is current"
-            ), text(browser, "#error")
-            assert "cores and memory unknown" in text(browser, "article[data-node='gpu-s'] h3 .meta")
-            assert text(browser, "#history-table tbody") == "the plan history cannot be read now"
-            # an active job's page is drawn from memory; an ended one's needs the store
-            wait_for(browser, lambda d: texts(d, "#job polyline.used"), "the active job's curve")
-            assert text(browser, "#job .assigned-label") == f"plan: {plan['workers']['kept']} workers"
-            browser.get(f"{srv.url}/ui/?refresh=1#job/gone")
-            wait_for(browser, lambda d: "cannot be read now" in (text(d, "#job-detail") or ""), "the ended job")
-            assert "the plan history, the job gone (HTTP 503: the job store is unavailable" in text(browser, "#error")
-            assert "kept" in rows(browser)
-    finally:
-        store.close()
+        browser.get(f"{srv.url}/ui/?refresh=1#job/kept")
+        wait_for(browser, lambda d: {k: v["workers"] for k, v in rows(d).items()} == plan["workers"], "the plan")
+        wait_for(browser, lambda d: d.execute_script("return !document.getElementById('error').hidden"), "banner")
+        assert text(browser, "#error").startswith(
+            "cannot read the service's health, the nodes' budgets, the plan history (HTTP 503: the job store is "
+            "unavailable (its database did not answer); the service's log says why); the rest is current"
+        ), text(browser, "#error")
+        assert "cores and memory unknown" in text(browser, "article[data-node='gpu-s'] h3 .meta")
+        assert text(browser, "#history-table tbody") == "the plan history cannot be read now"
+        # an active job's page is drawn from memory; an ended one's needs the store
+        wait_for(browser, lambda d: texts(d, "#job polyline.used"), "the active job's curve")
+        assert text(browser, "#job .assigned-label") == f"plan: {plan['workers']['kept']} workers"
+        browser.get(f"{srv.url}/ui/?refresh=1#job/gone")
+        wait_for(browser, lambda d: "cannot be read now" in (text(d, "#job-detail") or ""), "the ended job")
+        assert "the plan history, the job gone (HTTP 503: the job store is unavailable" in text(browser, "#error")
+        assert "kept" in rows(browser)
 
 
 def swatch_of(browser, job_id):
