@@ -2,8 +2,11 @@
 
 The model is loaded from the MLflow registry by alias (``models:/adlrec-throughput@champion``) and
 reloaded when the alias moves to another version (:meth:`Predictor.refresh`, run by each periodic
-recompute).  When no model is registered, or the registry cannot be read, the analytic model
-predicts and :attr:`Predictor.source` says so.
+recompute).  When no model is registered, or the registry cannot be read before one is loaded, the
+analytic model predicts and :attr:`Predictor.source` says so.  A registry that stops answering once a
+model is loaded keeps that model in use (its ``note`` says so): falling back then re-predicted every
+active job's curve with the analytic model, and again with the model when the registry came back,
+each time changing the plans and resizing the jobs for an outage of the registry alone.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ __all__ = ["ModelInfo", "Predictor"]
 log = logging.getLogger("adlrec.service")
 
 MODEL_NAME = "adlrec-throughput"  # adlrec.tracking.MODEL_NAME, kept here so importing this needs no mlflow
+# MLflow's error codes for "no such model" and "no such alias" (adlrec.tracking._ABSENT): any other failure
+# of the lookup is the registry not answering, which says nothing of which model is the champion
+ABSENT = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,16 @@ class Predictor:
                 self._registry = ModelRegistry(self.tracking_uri, self.artifact_root)
             champ = self._registry.client.get_model_version_by_alias(MODEL_NAME, self.alias)
             version = str(champ.version)
-        except Exception as exc:  # no model, no alias, or the registry is away: fall back, say why
+        except Exception as exc:
+            if self._info.version is not None and getattr(exc, "error_code", None) not in ABSENT:
+                return self._keep(exc)  # the registry is away: the champion in use is still the champion
+            # no model, no alias, or no model loaded yet and the registry away: fall back, say why
             return self._fall_back(f"no {MODEL_NAME}@{self.alias} in {self.tracking_uri} ({type(exc).__name__})")
         if version in (self._info.version, self._unloadable):
+            if self._info.note and version == self._info.version:  # the registry answers again
+                log.info("throughput model: the registry answers again; %s is still @%s", self._info.source, self.alias)
+                with self._lock:
+                    self._info = ModelInfo(self._info.name, self._info.version, self.alias, self._info.source)
             return False
         try:
             loaded = self._registry.load(self.alias)
@@ -81,6 +94,18 @@ class Predictor:
             self._info = ModelInfo(MODEL_NAME, version, self.alias, f"{MODEL_NAME} v{version}")
         log.info("throughput model: %s@%s is version %s", MODEL_NAME, self.alias, version)
         return True
+
+    def _keep(self, exc: Exception) -> bool:
+        """The registry did not answer while a model is in use: keep it (its jobs' curves stay), say so once."""
+        note = (
+            f"the registry at {self.tracking_uri} did not answer the last check ({type(exc).__name__}); "
+            f"predicting with {self._info.source} until it does"
+        )
+        if self._info.note != note:
+            log.warning("throughput model: %s: %s", note, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            with self._lock:
+                self._info = ModelInfo(self._info.name, self._info.version, self.alias, self._info.source, note)
+        return False
 
     def _fall_back(self, note: str, level: int = logging.INFO) -> bool:
         """Predict with the analytic model from now on, ``note`` saying why; True if a model was in use."""

@@ -99,3 +99,47 @@ def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     assert sum(n for _, n in counts) == 3 and sum(n * v for (_, n), (_, v) in zip(counts, means, strict=True)) == 60.0
     assert a.data.metrics["data_wait"] == 0.5 and "planned_workers" in a.data.metrics
     assert b.data.metrics == {"workers": 1.0, "planned_workers": 1.0, "heartbeats": 1.0}
+
+
+def test_a_registry_that_stops_answering_keeps_the_model_in_use_and_the_jobs_curves(tmp_path, monkeypatch, caplog):
+    """A registry that did not answer a refresh (a restart, the network) made the service fall back to the analytic
+    model and predict every active job's curve again, then again with the model when the registry came back:
+    plans, and the jobs' workers, changed for an outage of the registry alone."""
+    import logging
+    import socket
+
+    from mlflow.tracking import MlflowClient
+
+    from adlrec.service.predictor import Predictor
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), {"kind": "interp"}, registry, sources="t")
+    predictor = Predictor(settings.resolved_tracking_uri, settings.artifact_root)
+    with (
+        LiveServer(create_app(settings, predictor=predictor)) as srv,
+        httpx.Client(base_url=srv.url, timeout=30) as http,
+    ):
+        body = {"job_id": "r-a", "node": "r", "probe": PROBE, "max_workers": 6}
+        before = http.post("/jobs", json=body, headers=AUTH).json()
+        assert before["curve_source"] == "adlrec-throughput v1"
+        working = predictor._registry.client
+        with socket.socket() as s:  # a port nothing listens on: the registry's server is down
+            s.bind(("127.0.0.1", 0))
+            down = f"http://127.0.0.1:{s.getsockname()[1]}"
+        predictor._registry.client = MlflowClient(tracking_uri=down, registry_uri=down)
+        with caplog.at_level(logging.WARNING, logger="adlrec.service"):
+            info = http.post("/model/refresh", headers=AUTH).json()
+            again = http.post("/model/refresh", headers=AUTH).json()
+        assert info["version"] == "1" and info["source"] == "adlrec-throughput v1"
+        assert "did not answer" in info["note"] and again == info
+        assert sum("did not answer" in m for m in caplog.messages) == 1  # said once, not at every refresh
+        job = http.get("/jobs/r-a").json()
+        assert job["curve_source"] == "adlrec-throughput v1" and job["predicted"] == before["predicted"]
+
+        predictor._registry.client = working  # the registry answers again
+        back = http.post("/model/refresh", headers=AUTH).json()
+        assert back["version"] == "1" and back["note"] == ""
+        assert http.get("/jobs/r-a").json()["predicted"] == before["predicted"]
