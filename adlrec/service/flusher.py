@@ -1,7 +1,9 @@
 """The write-behind thread: every ``every_s`` it writes buffered heartbeats to the store and hands
 buffered live samples to the MLflow writer; at stop it does both one last time and waits for the
-writer.  A failure is logged with its traceback and counted; heartbeats that could not be written
-stay in memory and go with the next flush.
+writer.  A failure is counted; heartbeats that could not be written stay in memory and go with the
+next flush.  A store that stays down fails every flush (every second by default): the first failure
+is logged with its traceback, the same failure again only once every ``repeat_s`` (one line, how many
+times and since when), and the first flush that works again says how long writing failed.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from adlrec.service.live import LiveCounts, LiveLog
 from adlrec.service.metrics import Metrics
@@ -19,11 +23,31 @@ __all__ = ["WriteBehind"]
 log = logging.getLogger("adlrec.service")
 
 
+@dataclass
+class _Streak:
+    """Flushes failing the same way: ``what`` failed, since ``since``, last logged at ``logged``, ``count`` times."""
+
+    what: str
+    since: float
+    logged: float
+    count: int = 1
+
+
 class WriteBehind:
-    def __init__(self, state: JobState, metrics: Metrics, live: LiveLog | None = None, every_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        state: JobState,
+        metrics: Metrics,
+        live: LiveLog | None = None,
+        every_s: float = 1.0,
+        repeat_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.state, self.metrics, self.live, self.every_s = state, metrics, live, every_s
+        self.repeat_s, self.clock = repeat_s, clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failing: _Streak | None = None  # the store's flushes failing since, if they are
 
     def start(self) -> None:
         self._stop.clear()
@@ -53,13 +77,40 @@ class WriteBehind:
         t0 = time.perf_counter()
         try:
             n = self.state.flush()
-        except Exception:
+        except Exception as exc:
             self.metrics.inc("adlrec_store_flush_failures_total")
-            log.exception("writing heartbeats to the store failed; they stay in memory for the next flush")
+            self._failed(exc)
             return
+        if self._failing is not None:
+            streak, self._failing = self._failing, None
+            log.info(
+                "writing heartbeats to the store works again, after %d failed flush%s over %.0f s",
+                streak.count,
+                "" if streak.count == 1 else "es",
+                self.clock() - streak.since,
+            )
         self.metrics.inc("adlrec_store_flushes_total")
         self.metrics.inc("adlrec_store_flushed_jobs_total", n)
         self.metrics.set("adlrec_store_flush_seconds_last", time.perf_counter() - t0)
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a failed flush: with its traceback the first time, then the same failure once per ``repeat_s``."""
+        now = self.clock()
+        what = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        streak = self._failing
+        if streak is None or streak.what != what:
+            self._failing = _Streak(what, now, now)
+            log.exception("writing heartbeats to the store failed; they stay in memory for the next flush")
+            return
+        streak.count += 1
+        if now - streak.logged >= self.repeat_s:
+            streak.logged = now
+            log.warning(
+                "writing heartbeats to the store still fails (%d flushes over %.0f s): %s; they stay in memory",
+                streak.count,
+                now - streak.since,
+                what,
+            )
 
     def flush_live(self) -> None:
         if self.live is None:
