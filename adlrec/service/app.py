@@ -19,8 +19,6 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from adlrec import __version__
@@ -37,7 +35,7 @@ from adlrec.service.records import NodeInfo
 from adlrec.service.routes import health, jobs, model, nodes, plans
 from adlrec.service.scheduler import RecomputeConfig, Recomputer
 from adlrec.service.state import JobState
-from adlrec.service.store import JobNotActive, JobStore, StoreError, UnknownJob, UnknownNode
+from adlrec.service.store import STORE_DOWN, JobNotActive, JobStore, StoreError, UnknownJob, UnknownNode
 from adlrec.service.ui import mount_ui
 
 __all__ = ["create_app"]
@@ -233,7 +231,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         detail = "the job store is unavailable (its database did not answer); the service's log says why"
         return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "5"})
 
-    for down in (OperationalError, InterfaceError, PoolTimeout):
+    for down in STORE_DOWN:
         app.add_exception_handler(down, _store_down)
 
     @app.exception_handler(StoreError)

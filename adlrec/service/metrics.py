@@ -31,8 +31,9 @@ HELP = {
     "adlrec_store_flushed_jobs_total": ("counter", "job rows written by those flushes"),
     "adlrec_store_flush_failures_total": ("counter", "flushes that failed (logged; retried by the next one)"),
     "adlrec_store_flush_seconds_last": ("gauge", "duration of the last flush in seconds"),
-    "adlrec_jobs": ("gauge", "jobs in the store by status"),
-    "adlrec_plans": ("gauge", "plans in the history"),
+    "adlrec_jobs": ("gauge", "jobs by status (while the store is down: the open ones only)"),
+    "adlrec_plans": ("gauge", "plans in the history (absent while the store is down)"),
+    "adlrec_store_up": ("gauge", "1 when the job store answered this scrape, 0 when it did not"),
 }
 
 

@@ -285,7 +285,10 @@ class JobState:
 
     def counts(self) -> dict[str, int]:
         """Jobs per status (memory for the open ones, the store for finished) and stored plans."""
-        stored = self.store.counts()
+        return self.store.counts() | self.held_counts()
+
+    def held_counts(self) -> dict[str, int]:
+        """Open jobs per status, from memory alone (it answers while the store is down)."""
         with self._mem:
             held = [o.job.status for o in self._open.values()]
-        return stored | {ACTIVE: held.count(ACTIVE), EXPIRED: held.count(EXPIRED)}
+        return {ACTIVE: held.count(ACTIVE), EXPIRED: held.count(EXPIRED)}

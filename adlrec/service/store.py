@@ -40,7 +40,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from adlrec.errors import AdlrecError, UsageError
 from adlrec.folders import ensure_folder
@@ -60,6 +61,7 @@ from adlrec.service.records import (
 )
 
 __all__ = [
+    "STORE_DOWN",
     "JobNotActive",
     "JobStore",
     "StoreError",
@@ -88,6 +90,11 @@ class UnknownNode(StoreError):
 
 class JobNotActive(StoreError):
     """The job has finished; it must register again to get workers."""
+
+
+# What a database that does not answer raises (its server down or unreachable, its file or folder gone, no
+# connection free): not a client's mistake, nor a bug (app.py answers a 503).
+STORE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
 
 
 class StoreUnavailable(AdlrecError):

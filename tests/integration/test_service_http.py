@@ -252,6 +252,7 @@ def test_metrics_are_prometheus_text(service):
     # refused before routing, so under no route's template
     assert 'adlrec_http_requests_total{code="413",method="POST",route="unmatched"}' in text
     assert "adlrec_http_request_seconds_count" in text and 'adlrec_jobs{status="active"}' in text
+    assert "adlrec_store_up 1" in text and "adlrec_plans " in text
 
 
 def test_plan_history_of_one_node_pages_to_its_end(service):
@@ -387,13 +388,18 @@ def test_a_store_that_does_not_answer_is_a_503_and_what_memory_holds_still_answe
         (plan,) = recompute(http)
         break_store()
         with caplog.at_level(logging.ERROR, logger="adlrec.service"):
-            for path in ("/health", "/nodes", "/nodes/down", "/nodes/down/plan", "/plans", "/jobs", "/metrics"):
+            for path in ("/health", "/nodes", "/nodes/down", "/nodes/down/plan", "/plans", "/jobs"):
                 r = http.get(path)
                 assert r.status_code == 503, (path, r.status_code, r.text)
                 assert r.json()["detail"].startswith("the job store is unavailable"), (path, r.text)
                 assert r.headers["retry-after"] == "5"
         assert any("the job store did not answer" in m for m in caplog.messages)  # the cause, in the log
-        # what the service holds in memory answers as before
+        # what the service holds in memory answers as before; the metrics too (they were a 503: no counter at all
+        # when a scraper most needs the failure counters), with the store said to be down
+        metrics = http.get("/metrics")
+        assert metrics.status_code == 200, metrics.text
+        assert "adlrec_store_up 0" in metrics.text and 'adlrec_jobs{status="active"} 1' in metrics.text
+        assert "adlrec_plans " not in metrics.text  # only the store knows how many it holds
         assert http.get("/plans/current").json() == [plan]
         assert [j["job_id"] for j in http.get("/jobs", params={"status": "active"}).json()] == ["down-a"]
         beat = http.post("/jobs/down-a/heartbeat", json={"throughput": 80.0, "workers": 2}, headers=AUTH)

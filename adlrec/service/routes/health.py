@@ -8,6 +8,7 @@ from fastapi.responses import PlainTextResponse
 from adlrec import __version__
 from adlrec.service.api import HealthOut
 from adlrec.service.deps import PartsDep
+from adlrec.service.store import STORE_DOWN
 
 router = APIRouter(tags=["health"])
 
@@ -30,9 +31,18 @@ def health(parts: PartsDep) -> HealthOut:
     summary="Counters in Prometheus text format",
 )
 def metrics(parts: PartsDep) -> PlainTextResponse:
-    counts = parts.state.counts()
+    """The counters live in memory, so they are served while the job store is down (when they matter most):
+    ``adlrec_store_up`` is then 0, and what only the store knows (finished jobs, stored plans) is left out."""
+    counts = parts.state.held_counts()
+    try:
+        counts = parts.state.counts()
+        up = 1.0
+    except STORE_DOWN:  # the write-behind thread logs the outage; a scrape every few seconds need not
+        up = 0.0
     gauges = {
         "adlrec_jobs": {(("status", s),): float(n) for s, n in counts.items() if s != "plans"},
-        "adlrec_plans": {(): float(counts["plans"])},
+        "adlrec_store_up": {(): up},
     }
+    if "plans" in counts:
+        gauges["adlrec_plans"] = {(): float(counts["plans"])}
     return PlainTextResponse(parts.metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8")
