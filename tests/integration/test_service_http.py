@@ -358,6 +358,9 @@ def test_the_openapi_page_documents_every_route(service):
     assert current["type"] == "array" and current["items"] == {"$ref": "#/components/schemas/PlanOut"}
     assert all(op.get("summary") for ops in paths.values() for op in ops.values())
     assert http.get("/docs").status_code == 200
+    # one operation id per operation: GET and HEAD /health shared one, and FastAPI warned at every schema build
+    ids = [op["operationId"] for ops in paths.values() for op in ops.values()]
+    assert len(ids) == len(set(ids)) and {"get", "head"} <= set(paths["/health"])
 
 
 def test_every_nodes_current_plan_in_one_call(service):

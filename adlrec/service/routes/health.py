@@ -13,8 +13,10 @@ from adlrec.service.store import STORE_DOWN
 router = APIRouter(tags=["health"])
 
 
-# HEAD too: load balancers and uptime checkers often probe with it (a GET-only route answered 405)
-@router.api_route("/health", methods=["GET", "HEAD"], summary="The service is up and its store answers")
+# HEAD too: load balancers and uptime checkers often probe with it (a GET-only route answered 405).  One
+# route for both gave both one OpenAPI operation id, and FastAPI warned of the duplicate at every schema build.
+@router.head("/health", summary="The same as GET /health, without the body")
+@router.get("/health", summary="The service is up and its store answers")
 def health(parts: PartsDep) -> HealthOut:
     parts.store.counts()  # a store that does not answer makes this a 503 (app.py), which is the point
     return HealthOut(
