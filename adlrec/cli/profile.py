@@ -232,6 +232,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
     if args.no_log and args.experiment is not None:
         raise UsageError("--experiment names the experiment the profile is logged to; with --no-log nothing is logged")
+    if args.no_log and getattr(args, "tracking_uri", None) is not None:
+        raise UsageError("--tracking-uri names the store the profile is logged to; with --no-log nothing is logged")
     settings = settings_from(args, point_budget_s=args.budget)
     job, device = job_and_device(args, settings)
     with datasets_folder(settings):

@@ -25,6 +25,11 @@ PREDICT_EXPERIMENT = (
             "adlrec: error: --experiment names the experiment the profile is logged to; with --no-log nothing is "
             "logged\n",
         ),
+        (
+            ["profile", "--no-log", "--tracking-uri", "sqlite:///elsewhere.db"],
+            "adlrec: error: --tracking-uri names the store the profile is logged to; with --no-log nothing is "
+            "logged\n",
+        ),
     ],
 )
 def test_an_experiment_nothing_is_logged_to_is_refused_before_anything_runs(
