@@ -72,7 +72,19 @@ def test_sweep_logs_one_complete_curve(tiny_job_path, store, capsys):
 
 def test_json_output_is_machine_readable(tiny_job_path, store, capsys):
     assert (
-        main(["profile", str(tiny_job_path), *FAST, "--max-workers", "1", "--json", "--no-log", *store_args(store)])
+        main(
+            [
+                "profile",
+                str(tiny_job_path),
+                *FAST,
+                "--max-workers",
+                "1",
+                "--json",
+                "--no-log",
+                "--data-dir",
+                store["data_dir"],
+            ]
+        )
         == 0
     )
     data = json.loads(capsys.readouterr().out)
