@@ -202,13 +202,13 @@ const place = (e) =>
   [e.tagName, e.getAttribute("href"), e.closest("section")?.id, e.closest("[data-node]")?.dataset.node,
     e.closest("tr")?.dataset.job ?? e.closest("tr")?.dataset.plan].join("\u0000");
 
-// A focused link that a redraw replaced gives its focus to the link drawn in its place.
+// A focused link (or the idle nodes' toggle) that a redraw replaced gives its focus to the one drawn in its place.
 function keepFocus(redraw) {
   const was = document.activeElement;
   const key = was && was !== document.body ? place(was) : null;
   redraw();
   if (key === null || was.isConnected) return;
-  const again = [...document.querySelectorAll("a[href]")].find((e) => place(e) === key);
+  const again = [...document.querySelectorAll("a[href], summary")].find((e) => place(e) === key);
   if (again) again.focus({ preventScroll: true });
 }
 

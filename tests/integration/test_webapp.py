@@ -497,6 +497,8 @@ def test_nodes_without_an_active_job_are_counted_below_the_others_in_a_closed_bo
     recompute(http)
     wait_for(browser, lambda d: "more" in rows(d), "the new job")
     assert visible(browser, "details.idle article.node") == 2
+    # and the keyboard's focus stays on the box's toggle, clicked above (the redraw replaced it: focus was lost)
+    assert browser.execute_script("return document.activeElement.tagName") == "SUMMARY"
     # and when the last active job ends, its node joins the others there
     for job_id in ("live", "more"):
         assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
