@@ -438,6 +438,12 @@ class JobStore:
             self._cache(rec)
         return stored
 
+    def latest_plan_ids(self) -> dict[str, int]:
+        """Each node's current plan id, in one query (``GET /nodes`` made one per node, each decoding the plan)."""
+        with self.engine.connect() as c:
+            rows = c.execute(select(plans_t.c.node, func.max(plans_t.c.plan_id)).group_by(plans_t.c.node)).all()
+        return {node: int(i) for node, i in rows}
+
     def latest_plan(self, node: str) -> PlanRecord | None:
         with self.engine.connect() as c:
             i = self._latest_id(c, node)

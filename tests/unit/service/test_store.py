@@ -236,6 +236,8 @@ def test_latest_plans_are_each_nodes_newest(make_store):
     latest = store.latest_plans()
     assert latest["n1"].plan_id == second.plan_id and latest["n2"].plan_id == first[1].plan_id
     assert latest["n1"] == store.plan(second.plan_id)
+    assert store.latest_plan_ids() == {node: p.plan_id for node, p in latest.items()}  # one query for them all
+    assert store.latest_plan_ids() == {n: store.latest_plan(n).plan_id for n in ("n1", "n2")}
 
 
 def test_plans_are_stored_as_their_to_dict_says(make_store):
