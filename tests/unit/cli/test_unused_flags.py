@@ -27,8 +27,7 @@ PREDICT_EXPERIMENT = (
         ),
         (
             ["profile", "--no-log", "--tracking-uri", "sqlite:///elsewhere.db"],
-            "adlrec: error: --tracking-uri names the store the profile is logged to; with --no-log nothing is "
-            "logged\n",
+            "adlrec: error: --tracking-uri names the store the profile is logged to; with --no-log nothing is logged\n",
         ),
     ],
 )
