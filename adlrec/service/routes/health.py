@@ -35,12 +35,10 @@ def health(parts: PartsDep) -> HealthOut:
 def metrics(parts: PartsDep) -> PlainTextResponse:
     """The counters live in memory, so they are served while the job store is down (when they matter most):
     ``adlrec_store_up`` is then 0, and what only the store knows (finished jobs, stored plans) is left out."""
-    counts = parts.state.held_counts()
     try:
-        counts = parts.state.counts()
-        up = 1.0
+        counts, up = parts.state.counts(), 1.0
     except STORE_DOWN:  # the write-behind thread logs the outage; a scrape every few seconds need not
-        up = 0.0
+        counts, up = parts.state.held_counts(), 0.0
     gauges = {
         "adlrec_jobs": {(("status", s),): float(n) for s, n in counts.items() if s != "plans"},
         "adlrec_store_up": {(): up},
