@@ -7,6 +7,12 @@ these.  Anything else that escapes is a bug in adlrec and keeps its traceback.
 from __future__ import annotations
 
 
+def first_line(exc: BaseException, empty: str = "") -> str:
+    """The first line of what ``exc`` says, or ``empty`` when it says nothing: for one-line errors and logs."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else empty
+
+
 class AdlrecError(Exception):
     """Base class for mistakes in the user's input (files, options, settings)."""
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from adlrec.errors import JobContractError
+from adlrec.errors import JobContractError, first_line
 from adlrec.folders import undone_on_failure
 
 __all__ = ["Job", "JobConfig", "check_job_file", "load_job", "parse_param_overrides"]
@@ -375,5 +375,4 @@ def _check_arity(file: str, module: ModuleType, name: str, n: int) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
+    return first_line(exc, "(no message)")

@@ -38,7 +38,7 @@ from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from adlrec.config import sqlite_file  # noqa: E402
-from adlrec.errors import TrackingError, UsageError  # noqa: E402
+from adlrec.errors import TrackingError, UsageError, first_line  # noqa: E402
 from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile, json_text  # noqa: E402
@@ -444,8 +444,7 @@ def _is_local(uri: str) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return first_line(exc, type(exc).__name__)
 
 
 # -- the throughput model in the MLflow Model Registry ---------------------------------------------

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 
 from adlrec import __version__
 from adlrec.config import Settings
+from adlrec.errors import first_line
 from adlrec.predict.features import ProbeError
 from adlrec.service.deps import UNAUTHORIZED, UNAUTHORIZED_HEADERS, ClientError, Parts, write_refused
 from adlrec.service.fastpath import HeartbeatFastPath
@@ -226,7 +227,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     # the log, not to the client (it may name hosts and users).  What memory holds still answers: active jobs,
     # heartbeats, each node's current plan (GET /plans/current).
     async def _store_down(request: Request, exc: Exception) -> JSONResponse:
-        cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        cause = first_line(getattr(exc, "orig", None) or exc, type(exc).__name__)
         log.error("%s %s: the job store did not answer: %s", request.method, request.url.path, cause)
         detail = "the job store is unavailable (its database did not answer); the service's log says why"
         return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "5"})

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from adlrec.errors import first_line
 from adlrec.service.live import LiveCounts, LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.state import JobState
@@ -96,7 +97,7 @@ class WriteBehind:
     def _failed(self, exc: Exception) -> None:
         """Log a failed flush: with its traceback the first time, then the same failure once per ``repeat_s``."""
         now = self.clock()
-        what = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        what = f"{type(exc).__name__}: {first_line(exc)}"
         streak = self._failing
         if streak is None or streak.what != what:
             self._failing = _Streak(what, now, now)

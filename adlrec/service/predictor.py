@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from adlrec.errors import first_line
 from adlrec.predict.features import ProbeFeatures
 from adlrec.predict.models import AnalyticModel
 
@@ -102,7 +103,7 @@ class Predictor:
             f"predicting with {self._info.source} until it does"
         )
         if self._info.note != note:
-            log.warning("throughput model: %s: %s", note, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            log.warning("throughput model: %s: %s", note, first_line(exc))
             with self._lock:
                 self._info = ModelInfo(self._info.name, self._info.version, self.alias, self._info.source, note)
         return False

@@ -43,7 +43,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from adlrec.errors import AdlrecError, UsageError
+from adlrec.errors import AdlrecError, UsageError, first_line
 from adlrec.folders import ensure_folder
 from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.service.records import (
@@ -214,7 +214,7 @@ class JobStore:
         except DatabaseError as exc:  # cannot connect (OperationalError), or the file is not a database
             self.engine.dispose()
             shown = self.engine.url.render_as_string(hide_password=True)
-            first = str(exc.orig or exc).strip().splitlines()[0]
+            first = first_line(exc.orig or exc, type(exc).__name__)
             raise StoreUnavailable(f"job store {shown}: cannot open it: {first}") from None
 
     def close(self) -> None:
