@@ -112,6 +112,21 @@ class ServiceClient:
             return self._stale()
         return self._take(data)
 
+    def follow(self, job_id: str, *, first: bool = False) -> Assignment | None:
+        """The assignment of a job another process registered (the leading rank of a distributed run), read
+        without registering or reporting anything: ``new`` the first time its plan id is seen (``first``: since
+        this call, for a run that starts again).  None while the service knows no such job (its leader has
+        not registered yet); the last known answer, ``stale``, while the service is away."""
+        if first:
+            self._seen_plan = None
+            self._last = None
+        data = self._call("GET", f"/jobs/{job_id}", unknown_ok=True)
+        if data == "unknown":
+            return None
+        if not isinstance(data, dict):
+            return self._stale()
+        return self._take(data["assignment"])
+
     def finish(self) -> bool:
         if self.job_id is None:
             return False

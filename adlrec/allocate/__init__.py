@@ -13,9 +13,21 @@ from adlrec.allocate.fixed import fixed
 from adlrec.allocate.greedy import greedy
 from adlrec.allocate.maxmin import maxmin
 from adlrec.allocate.optimal import optimal
+from adlrec.allocate.ranks import lockstep_curve
 from adlrec.schemas import AllocationPlan, AllocationRequest
 
-__all__ = ["POLICIES", "InfeasibleRequest", "Policy", "even", "fixed", "greedy", "maxmin", "optimal", "proportional"]
+__all__ = [
+    "POLICIES",
+    "InfeasibleRequest",
+    "Policy",
+    "even",
+    "fixed",
+    "greedy",
+    "lockstep_curve",
+    "maxmin",
+    "optimal",
+    "proportional",
+]
 
 Policy = Callable[[AllocationRequest], AllocationPlan]
 

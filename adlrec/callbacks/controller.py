@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from adlrec.callbacks.meter import LoopMeter
+from adlrec.callbacks.team import Team, form_team
 
 __all__ = ["Controller", "Resizable", "ServiceLike", "check_interval", "distributed_rank"]
 
@@ -43,6 +44,8 @@ class ServiceLike(Protocol):
     def heartbeat(self, *, throughput: float | None, workers: int | None, data_wait: float | None) -> Any: ...
 
     def finish(self) -> bool: ...
+
+    def follow(self, job_id: str, *, first: bool = False) -> Any: ...  # a follower rank's read of its job
 
 
 class Resizable(Protocol):  # what the controller resizes; any other loader is measured and reported only
@@ -111,6 +114,7 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed: set[str] = set()
+        self.team: Team | None = None  # this rank's team in a distributed run, from the last start
 
     # -- called by the adapters ---------------------------------------------------------------------
     def start(self, loader: Any) -> None:
@@ -124,12 +128,14 @@ class Controller:
                 "(with Lightning: hand it to trainer.fit as it is)",
                 type(loader).__name__,
             )
+        self.team = form_team(self.node, self.registration.get("job_id"))
         rank, world = distributed_rank()
-        if world > 1:
+        if self.team is None and world > 1:
             log.warning(
-                "adlrec: rank %d of %d of a distributed run registers as a job of its own, with its own loader; the "
-                "service does not know that the ranks step together, so they may get different worker counts, and "
-                "a rank's workers beyond the slowest rank's then wait (docs/training.md, Distributed training)",
+                "adlrec: rank %d of %d of a distributed run registers as a job of its own, with its own loader, as "
+                "its process group is not up yet; the service does not know that the ranks step together, so they "
+                "may get different worker counts, and a rank's workers beyond the slowest rank's then wait "
+                "(docs/training.md, Distributed training)",
                 rank,
                 world,
             )
@@ -140,10 +146,18 @@ class Controller:
         workers = getattr(loader, "num_workers", None)
         if isinstance(workers, int):
             fields.setdefault("requested_workers", workers)
+        target: Callable[..., None] = self._run
+        if self.team is not None:
+            t = self.team
+            fields |= {"job_id": t.job_id, "ranks": t.ranks}
+            if t.leader:
+                log.info(
+                    "adlrec: rank %d leads the %d ranks on node %s as job %s", t.rank, t.ranks, self.node, t.job_id
+                )
+            else:
+                target = self._follow
         self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped
-        self._thread = threading.Thread(
-            target=self._run, args=(fields, self._stop), name="adlrec-heartbeat", daemon=True
-        )
+        self._thread = threading.Thread(target=target, args=(fields, self._stop), name="adlrec-heartbeat", daemon=True)
         self._thread.start()
 
     def batch_fetched(self) -> None:
@@ -187,6 +201,15 @@ class Controller:
             self.beat()
         self._safe("finish", self.client.finish)
 
+    def _follow(self, fields: dict[str, Any], stop: threading.Event) -> None:
+        """A follower rank: read the job its leader registered every ``interval_s``, apply each new plan,
+        report nothing (the leader reports one rank's figures for all, and the job's end)."""
+        job_id, beats = fields["job_id"], 0
+        while not stop.wait(self.interval_s):
+            first, beats = beats == 0, beats + 1
+            answer = self._safe("follow", lambda: self.client.follow(job_id, first=first))  # noqa: B023 (called here)
+            self._apply(answer, getattr(self.loader, "num_workers", None))
+
     def beat(self) -> None:
         """One heartbeat; apply the answer if it carries a plan not applied yet."""
         stats = self.meter.stats()
@@ -203,6 +226,10 @@ class Controller:
                 data_wait=stats.data_wait if stats else None,
             ),
         )
+        self._apply(answer, workers)
+
+    def _apply(self, answer: Any, workers: int | None) -> None:
+        """Ask the loader for the answer's count if it carries a plan not applied yet."""
         if answer is None or not getattr(answer, "new", False) or not hasattr(self.loader, "request_resize"):
             return  # nothing new, or a loader that cannot resize (the adapter warned): nothing applied
         self.applied.append((answer.plan_id, answer.workers))

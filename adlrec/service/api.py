@@ -61,13 +61,22 @@ class JobRegistration(_In):
 
     job_id: Name | None = Field(default=None, description="client-chosen id; the service makes one if absent")
     node: Name = Field(description="the node the job runs on")
-    gpus: Annotated[int, Field(ge=0, le=64)] = 1
+    ranks: Annotated[int, Field(ge=1, le=64)] = Field(
+        default=1,
+        description="its processes on this node that step together (DDP ranks), each with its own loader; with "
+        "more than one, curve, probe, min/max/requested workers, heartbeats and the assignment are one rank's",
+    )
+    gpus: Annotated[int, Field(ge=0, le=64)] | None = Field(default=None, description="None: one per rank")
     weight: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 1.0
     min_workers: Workers = 0
     max_workers: Workers | None = Field(default=None, description="None: the service's service_max_workers")
-    requested_workers: Workers = Field(default=8, description="num_workers x ranks its script asked for")
+    requested_workers: Workers = Field(
+        default=8, description="num_workers its script asked for (each rank's; with ranks=1, all its processes')"
+    )
     mem_per_worker_mb: Annotated[int, Field(ge=0, le=1_048_576)] = 0
-    main_cores: Annotated[int, Field(ge=0, le=256)] = 1
+    main_cores: Annotated[int, Field(ge=0, le=256)] | None = Field(
+        default=None, description="cores its training processes need, not available to workers; None: one per rank"
+    )
     probe: ProbeIn | None = Field(default=None, description="predict the curve from these features")
     curve: Annotated[list[Rate], Field(min_length=1, max_length=257)] | None = Field(
         default=None, description="samples/s at w = 0..len-1 workers, instead of a probe"
@@ -154,6 +163,7 @@ class JobOut(BaseModel):
     requested_workers: int
     mem_per_worker_mb: int
     main_cores: int
+    ranks: int  # with more than one, the curves, bounds and assignment are one rank's; a plan counts them all
     predicted: list[float]
     curve: list[float]  # the predicted curve with measured points in place: what the allocator uses
     curve_source: str
@@ -181,6 +191,7 @@ class JobOut(BaseModel):
             requested_workers=s.requested_workers,
             mem_per_worker_mb=s.mem_per_worker_mb,
             main_cores=s.main_cores,
+            ranks=s.ranks,
             predicted=list(s.curve),
             curve=list(effective_curve(s.curve, measured)),  # what the allocator plans with
             curve_source=s.curve_source,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from adlrec.allocate import POLICIES, InfeasibleRequest
+from adlrec.allocate import POLICIES, InfeasibleRequest, lockstep_curve
 from adlrec.schemas import AllocationRequest, JobDemand
 from adlrec.service.records import JobRecord, NodeInfo, NodeOutcome, PlanRecord, Snapshot
 
@@ -21,19 +21,25 @@ def effective_curve(predicted: tuple[float, ...], measured: Mapping[int, float])
 
 
 def job_demand(job: JobRecord, measured: Mapping[int, float], planned: int | None) -> JobDemand:
-    """The allocator's view of one job; it runs with what it reported, else what its plan said."""
+    """The allocator's view of one job; it runs with what it reported, else what its plan said.
+
+    A job of several ranks registers, measures and reports one rank's figures; the allocator sees the
+    whole job: its curve over total workers (:func:`~adlrec.allocate.lockstep_curve`) and every bound
+    times its ranks.  ``planned`` is already a total (a plan's count)."""
     s = job.spec
-    current = job.reported_workers if job.reported_workers is not None else planned
+    r = s.ranks
+    curve = effective_curve(s.curve, measured)
+    current = r * job.reported_workers if job.reported_workers is not None else planned
     return JobDemand(
         job_id=s.job_id,
-        curve=effective_curve(s.curve, measured),
+        curve=curve if r == 1 else lockstep_curve(curve, r),
         gpus=s.gpus,
         weight=s.weight,
-        min_workers=s.min_workers,
-        max_workers=s.max_workers,
+        min_workers=r * s.min_workers,
+        max_workers=None if s.max_workers is None else r * s.max_workers,
         mem_per_worker_mb=s.mem_per_worker_mb,
         current_workers=current,
-        requested_workers=s.requested_workers,
+        requested_workers=r * s.requested_workers,
         main_cores=s.main_cores,
     )
 

@@ -53,6 +53,9 @@ class JobSpec:
     requested_workers: int = 8
     mem_per_worker_mb: int = 0
     main_cores: int = 1
+    # ranks on this node that step together (DDP), each with its own loader: the curve, the bounds, the
+    # heartbeats and the assignment are then one rank's, the plan counts the job's total workers
+    ranks: int = 1
 
 
 @dataclass(frozen=True)

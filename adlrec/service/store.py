@@ -527,10 +527,11 @@ class _Tx:
 
 
 def assignment(job: JobRecord, plan: PlanRecord | None) -> Assignment:
-    """What a job should run with: its count in its node's current plan, else what it runs (or asked
-    for) within its bounds, with no plan id."""
+    """What a job should run with (each of its ranks): its count in its node's current plan, else what it
+    runs (or asked for) within its bounds, with no plan id."""
     if plan is not None and job.status == ACTIVE and job.job_id in plan.plan.workers:
-        return Assignment(job.job_id, plan.plan.workers[job.job_id], plan.plan_id, job.status)
+        per_rank = plan.plan.workers[job.job_id] // job.spec.ranks  # a plan counts a job's total workers
+        return Assignment(job.job_id, per_rank, plan.plan_id, job.status)
     s = job.spec
     hi = s.max_workers if s.max_workers is not None else len(s.curve) - 1
     fallback = job.reported_workers if job.reported_workers is not None else s.requested_workers
@@ -577,6 +578,7 @@ def _spec_json(s: JobSpec) -> dict[str, Any]:
         "requested_workers": s.requested_workers,
         "mem_per_worker_mb": s.mem_per_worker_mb,
         "main_cores": s.main_cores,
+        "ranks": s.ranks,
     }
 
 

@@ -26,6 +26,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Protocol
 
+from adlrec.allocate.ranks import lockstep_curve
 from adlrec.schemas import Profile
 
 __all__ = ["PipelineParams", "RankModel", "job_curve", "pipeline_params", "rank_rate"]
@@ -82,8 +83,11 @@ def rank_rate(params: PipelineParams, workers: int) -> float:
 def job_curve(params: RankModel, gpus: int, max_workers: int, lockstep: bool = False) -> tuple[float, ...]:
     """The job's samples/s against its total workers ``W = 0..max_workers`` over ``gpus`` ranks; with
     ``lockstep``, each step waits for the rank with the fewest workers."""
+    if lockstep:  # the service's own model of a job whose ranks step together, up to max_workers
+        steps = lockstep_curve([params.rate(q) for q in range(max_workers // gpus + 1)], gpus)
+        return steps + steps[-1:] * (max_workers + 1 - len(steps))
     out = []
     for w in range(max_workers + 1):
         q, r = divmod(w, gpus)
-        out.append(gpus * params.rate(q) if lockstep else (gpus - r) * params.rate(q) + r * params.rate(q + 1))
+        out.append((gpus - r) * params.rate(q) + r * params.rate(q + 1))
     return tuple(out)

@@ -407,3 +407,31 @@ def test_a_store_that_does_not_answer_is_a_503_and_what_memory_holds_still_answe
         assert [j["job_id"] for j in http.get("/jobs", params={"status": "active"}).json()] == ["down-a"]
         beat = http.post("/jobs/down-a/heartbeat", json={"throughput": 80.0, "workers": 2}, headers=AUTH)
         assert beat.status_code == 200 and beat.json()["plan_id"] == plan["plan_id"], beat.text
+
+
+def test_a_job_of_ranks_registers_one_ranks_figures_and_is_told_each_ranks_count(service):
+    http, _ = service
+    assert http.put("/nodes/rk", json={"cores": 9, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    job = register(http, "rk", "rk-ddp", STEEP, ranks=2, requested_workers=4)
+    assert (job["ranks"], job["gpus"], job["main_cores"], job["requested_workers"]) == (2, 2, 2, 4)
+    assert job["curve"] == STEEP  # one rank's
+    assert job["assignment"]["workers"] == 4  # no plan yet: what each rank asked for
+    register(http, "rk", "rk-one", FLAT, gpus=1)
+    (plan,) = [p for p in recompute(http) if p["node"] == "rk"]
+    # 9 cores less 3 main processes: the 2-rank job gets a multiple of its ranks, 3 a rank to reach its peak
+    assert plan["workers"] == {"rk-ddp": 6, "rk-one": 0} and plan["throughput"]["rk-ddp"] == 200.0
+    beat = http.post("/jobs/rk-ddp/heartbeat", json={"throughput": 95.0, "workers": 3}, headers=AUTH).json()
+    assert beat == {"job_id": "rk-ddp", "workers": 3, "plan_id": plan["plan_id"], "status": "active"}
+    got = http.get("/jobs/rk-ddp").json()
+    assert got["reported_workers"] == 3 and got["measured"][0]["workers"] == 3  # a rank's point of a rank's curve
+    # the GPUs and main processes may be given: 2 ranks sharing one GPU
+    shared = register(http, "rk", "rk-shared", STEEP, ranks=2, gpus=1, main_cores=1)
+    assert (shared["gpus"], shared["main_cores"]) == (1, 1)
+
+
+@pytest.mark.parametrize("ranks", [0, 65, 1.5, "2"])
+def test_a_rank_count_out_of_range_is_a_clear_422_and_registers_nothing(service, ranks):
+    http, _ = service
+    r = http.post("/jobs", json={"job_id": "rk-bad", "node": "rk-bad", "curve": STEEP, "ranks": ranks}, headers=AUTH)
+    assert r.status_code == 422 and "ranks" in r.text
+    assert http.get("/jobs/rk-bad").status_code == 404

@@ -47,13 +47,14 @@ def _spec(parts: Parts, body: JobRegistration) -> JobSpec:
         curve=curve,
         curve_source=source,
         features=features,
-        gpus=body.gpus,
+        gpus=body.ranks if body.gpus is None else body.gpus,
         weight=body.weight,
         min_workers=body.min_workers,
         max_workers=hi,
         requested_workers=body.requested_workers,
         mem_per_worker_mb=body.mem_per_worker_mb,
-        main_cores=body.main_cores,
+        main_cores=body.ranks if body.main_cores is None else body.main_cores,
+        ranks=body.ranks,
     )
 
 

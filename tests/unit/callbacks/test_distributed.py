@@ -1,46 +1,80 @@
-"""A distributed run's ranks are told, once each, what the service does and does not know of them."""
+"""A distributed run's ranks: the ranks on a node agree on one job, or say plainly that each is its own."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from adlrec.callbacks.controller import Controller, distributed_rank
+from adlrec.callbacks.team import form_team
 from adlrec.client import ServiceClient
 
 CLOSED = "http://127.0.0.1:9"  # nothing listens: the controller must go on regardless
 
 
-def controller() -> Controller:
-    return Controller(ServiceClient(CLOSED), "node-a", interval_s=60.0, stop_wait_s=0.1)
+def controller(node: str = "node-a") -> Controller:
+    return Controller(ServiceClient(CLOSED), node, interval_s=60.0, stop_wait_s=0.1)
 
 
-def _rank(rank: int, init: str, out: str) -> None:
+def _teams(rank: int, init: str, out: str, job_id: str | None) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=4)
+    team = form_team("node-a" if rank < 2 else "node-b", job_id)
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(team.__dict__, f)
+
+
+def teams(tmp_path, job_id: str | None) -> list[dict]:
+    out = str(tmp_path / "rank")
+    args = (f"file://{tmp_path / 'store'}", out, job_id)
+    mp.start_processes(_teams, args=args, nprocs=4, start_method="fork")
+    return [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(4)]
+
+
+def test_the_ranks_on_each_node_of_a_real_process_group_form_one_job_led_by_their_lowest_rank(tmp_path):
+    t = teams(tmp_path, None)
+    assert [x["leader"] for x in t] == [True, False, True, False]
+    assert {x["ranks"] for x in t} == {2} and {x["nodes"] for x in t} == {2} and {x["world"] for x in t} == {4}
+    base = t[0]["job_id"].removesuffix("-0")
+    assert [x["job_id"] for x in t] == [f"{base}-0", f"{base}-0", f"{base}-1", f"{base}-1"]
+
+
+def test_a_job_id_given_to_the_ranks_names_the_job_on_each_node(tmp_path):
+    t = teams(tmp_path, "x" * 128)  # the longest id the service takes: the node's suffix still fits
+    assert [x["job_id"] for x in t] == ["x" * 126 + "-0"] * 2 + ["x" * 126 + "-1"] * 2
+
+
+def _single_node(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     records: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
     logging.getLogger("adlrec.callbacks").addHandler(handler)
+    logging.getLogger("adlrec.callbacks").setLevel(logging.INFO)
     c = controller()
+    c.registration["job_id"] = "run-7"
     c.start(None)
     c.stop()
-    seen = distributed_rank()
-    dist.barrier()
     dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
-        f.write(f"{seen}\n" + "\n".join(records))
+        json.dump({"team": c.team.__dict__, "records": records}, f)
 
 
-def test_each_rank_of_a_real_two_process_group_warns_that_it_registers_alone(tmp_path):
+def test_on_one_node_the_job_keeps_its_given_id_and_only_the_leader_says_it_leads(tmp_path):
     out = str(tmp_path / "rank")
-    mp.start_processes(_rank, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork")
-    for rank in (0, 1):
-        seen, *messages = (tmp_path / f"rank.{rank}").read_text().splitlines()
-        assert seen == f"({rank}, 2)"
-        warned = [m for m in messages if "distributed run" in m]
-        assert len(warned) == 1 and f"rank {rank} of 2" in warned[0] and "Distributed training" in warned[0]
+    mp.start_processes(_single_node, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork")
+    got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
+    assert [g["team"]["job_id"] for g in got] == ["run-7", "run-7"]
+    assert [g["team"]["leader"] for g in got] == [True, False]
+    assert any("rank 0 leads the 2 ranks on node node-a as job run-7" in m for m in got[0]["records"])
+    assert not any("leads" in m or "of its own" in m for m in got[1]["records"])
+
+
+def test_outside_a_process_group_there_is_no_team():
+    assert form_team("node-a") is None
 
 
 def test_a_launchers_variables_name_the_rank_before_the_process_group_is_up(monkeypatch, caplog):
@@ -51,7 +85,9 @@ def test_a_launchers_variables_name_the_rank_before_the_process_group_is_up(monk
         c = controller()
         c.start(None)
         c.stop()
-    assert "rank 3 of 4 of a distributed run" in caplog.text
+    assert c.team is None
+    assert "rank 3 of 4 of a distributed run registers as a job of its own" in caplog.text
+    assert "process group is not up" in caplog.text
 
 
 def test_a_single_process_says_nothing_of_ranks(monkeypatch, caplog):

@@ -79,3 +79,22 @@ def test_an_infeasible_node_reports_why_and_the_others_still_get_plans():
     bad, good = compute_plans(snap, "greedy", "busy_gpus", 0.0)
     assert bad.plan is None and not bad.changed and "minimum workers" in bad.error
     assert good.changed and good.plan.workers == {"b": 3}  # greedy stops at the peak
+
+
+def test_a_job_of_ranks_is_planned_whole_from_one_ranks_curve_measurements_and_bounds():
+    # 2 ranks on 8 cores: 2 main processes, 6 worker cores; each rank measured 70 samples/s at 2 workers
+    ranked = job("ddp", reported=2, ranks=2, gpus=2, main_cores=2, min_workers=1, max_workers=4, requested_workers=8)
+    demand = node_request(NodeInfo("n1", 8, 10_000), (ranked,), {"ddp": {2: 70.0}}, None, "busy_gpus", 0.0).jobs[0]
+    # the job's curve over its total workers: twice a rank's at the floor of half of them, the measured point in place
+    assert demand.curve == (20.0, 20.0, 100.0, 100.0, 140.0, 140.0) + (200.0,) * 5
+    assert (demand.min_workers, demand.max_workers, demand.current_workers, demand.requested_workers) == (2, 8, 4, 16)
+    assert (demand.gpus, demand.main_cores) == (2, 2)
+    out = compute_plans(Snapshot(nodes={"n1": NodeInfo("n1", 8, 10_000)}, jobs=(ranked,)), "optimal", "busy_gpus", 0.0)
+    assert out[0].plan.workers == {"ddp": 6} and out[0].plan.throughput == {"ddp": 200.0}
+
+
+def test_beside_a_job_of_ranks_the_optimum_gives_it_multiples_of_its_ranks():
+    # 9 cores, 3 main processes: 6 worker cores; a lone worker more for the 2-rank job would be wasted
+    snap = Snapshot(nodes={"n1": NodeInfo("n1", 9, 10_000)}, jobs=(job("ddp", ranks=2, gpus=2, main_cores=2), job("b")))
+    plan = compute_plans(snap, "optimal", "busy_gpus", 0.0)[0].plan
+    assert plan.workers["ddp"] % 2 == 0 and sum(plan.workers.values()) <= 6

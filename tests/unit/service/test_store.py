@@ -252,3 +252,20 @@ def test_plans_are_stored_as_their_to_dict_says(make_store):
     (stored,) = store.add_plans([o])
     store._plans.clear()  # read it back from the database
     assert store.plan(stored.plan_id) == stored
+
+
+def test_a_job_of_ranks_keeps_its_ranks_and_one_an_older_adlrec_stored_has_one(make_store):
+    from sqlalchemy import select
+
+    from adlrec.service.store import jobs_t
+
+    store = make_store()
+    store.register(spec("ddp", ranks=4, gpus=4, main_cores=4), DEFAULT)
+    store.register(spec("old"), DEFAULT)
+    with store.engine.begin() as c:  # the spec as adlrec wrote it before ranks: no such key
+        old = dict(c.execute(select(jobs_t.c.spec).where(jobs_t.c.job_id == "old")).scalar_one())
+        del old["ranks"]
+        c.execute(jobs_t.update().where(jobs_t.c.job_id == "old").values(spec=old))
+    store.close()
+    again = {j.job_id: j.spec.ranks for j in make_store().jobs()}
+    assert again == {"ddp": 4, "old": 1}

@@ -1,0 +1,117 @@
+"""A distributed run against a real service on port 0: its two ranks on one node are one job, planned as a
+whole, and both apply the plan to their real, resizable loaders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data import DistributedSampler
+
+from adlrec.callbacks import ADLLoop
+from adlrec.loader import ResizableLoader
+from adlrec.service import create_app
+from tests.factories import Indices
+from tests.service_helpers import LiveServer, service_settings
+
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]  # one rank's curve: it peaks at 3 workers
+N, EPOCHS = 240, 4
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _rank(rank: int, init: str, url: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    data = Indices(N)
+    sampler = DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True, seed=0)
+    ld = ResizableLoader(data, batch_size=4, sampler=sampler, num_workers=1, multiprocessing_context="fork", handover=0)
+    epochs = []
+    with ld, ADLLoop(ld, url=url, token="s3cret", node="n1", curve=STEEP, interval_s=0.1) as adl:
+        for epoch in range(EPOCHS):
+            sampler.set_epoch(epoch)
+            seen = []
+            for batch in adl.iterate():
+                dist.all_reduce(torch.zeros(1))  # the ranks step together, as DDP's gradient sync makes them
+                seen += batch.tolist()
+                time.sleep(0.02)
+            epochs.append(seen)
+        order = []
+        for epoch in range(EPOCHS):
+            sampler.set_epoch(epoch)
+            order.append(list(sampler))
+        result = {
+            "team": adl.controller.team.__dict__,
+            "applied": adl.controller.applied,
+            "workers": ld.num_workers,
+            "epochs": epochs,
+            "order": order,
+        }
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(result, f)
+
+
+def test_the_ranks_of_a_run_are_one_job_and_each_applies_its_plan(tmp_path):
+    settings = service_settings(tmp_path, service_debounce_s=0.05)  # 8 cores
+    with LiveServer(create_app(settings)) as srv:
+        args = (f"file://{tmp_path / 'store'}", srv.url, str(tmp_path / "rank"))
+        mp.start_processes(_rank, args=args, nprocs=2, start_method="spawn")
+        jobs = httpx.get(f"{srv.url}/jobs", timeout=10).json()
+        plans = httpx.get(f"{srv.url}/plans", timeout=10).json()["plans"]
+    got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
+    job_id = got[0]["team"]["job_id"]
+    assert [g["team"]["job_id"] for g in got] == [job_id, job_id]
+    assert [g["team"]["leader"] for g in got] == [True, False]
+    # one job, registered by the leader, with the run's two ranks, their GPUs and main processes
+    assert [(j["job_id"], j["ranks"], j["gpus"], j["main_cores"], j["status"]) for j in jobs] == [
+        (job_id, 2, 2, 2, "finished")
+    ]
+    assert jobs[0]["requested_workers"] == 1  # each rank's num_workers
+    # 8 cores less 2 main processes: 6 worker cores, 3 a rank reaches its peak: the whole job at its peak
+    first = plans[-1]
+    assert first["workers"] == {job_id: 6} and first["throughput"] == {job_id: 200.0}
+    for g in got:  # both ranks applied it: each runs 3 workers, and lost no sample of its shard
+        assert g["applied"][0] == [first["plan_id"], 3]
+        assert g["workers"] == 3
+        assert g["epochs"] == g["order"]
+    assert sorted(i for g in got for i in g["epochs"][0]) == list(range(N))
+
+
+def test_a_lightning_ddp_run_is_one_job_and_both_ranks_apply_its_plan(tmp_path):
+    """The user's own command: a script whose Trainer runs DDP on 2 processes, Lightning's launcher starting
+    the second by running the script again."""
+    pytest.importorskip("lightning")
+    settings = service_settings(tmp_path, service_debounce_s=0.05)
+    env = os.environ | {"PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    with LiveServer(create_app(settings)) as srv:
+        out = str(tmp_path / "rank")
+        run = subprocess.run(
+            [sys.executable, str(SCRIPTS / "ddp_lightning.py"), srv.url, out],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        jobs = httpx.get(f"{srv.url}/jobs", timeout=10).json()
+        plans = httpx.get(f"{srv.url}/plans", timeout=10).json()["plans"]
+    got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
+    job_id = got[0]["team"]["job_id"]
+    assert [(j["job_id"], j["ranks"], j["status"]) for j in jobs] == [(job_id, 2, "finished")]
+    first = plans[-1]
+    assert first["workers"] == {job_id: 6}
+    for g in got:
+        assert g["applied"][0] == [first["plan_id"], 3] and g["workers"] == 3
+        assert all(len(e) == N // 2 for e in g["epochs"])
+    for epoch in range(4):  # the two shards of each epoch: every sample once
+        assert sorted(got[0]["epochs"][epoch] + got[1]["epochs"][epoch]) == list(range(N))
