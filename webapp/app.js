@@ -296,19 +296,22 @@ function jobTable(jobs, plan) {
   const head = ["job", "GPUs", "plan: workers", "running with", "samples/s measured", "expected", "of peak", "data wait", "why"];
   const numeric = (c) => c !== "job" && c !== "why";
   const rows = jobs.map((j) => {
-    const w = plan && has(plan.workers, j.job_id) ? plan.workers[j.job_id] : j.assignment.workers;
-    const expected = plan && has(plan.throughput, j.job_id) ? plan.throughput[j.job_id] : j.curve[w];
-    const peak = Math.max(...j.curve);
+    // a job of several ranks: its curve and counts are one rank's, a plan's count and throughput the whole job's
+    const r = j.ranks ?? 1;
+    const w = plan && has(plan.workers, j.job_id) ? plan.workers[j.job_id] : r * j.assignment.workers;
+    const expected = plan && has(plan.throughput, j.job_id) ? plan.throughput[j.job_id] : r * j.curve[Math.min(Math.floor(w / r), j.curve.length - 1)];
+    const peak = r * Math.max(...j.curve);
+    const perRank = (n) => (r > 1 && n != null ? `${r} × ${n}` : n ?? "–");
     const reason = plan && has(plan.reasons, j.job_id) ? plan.reasons[j.job_id] : "not in a plan yet";
     return h(
       "tr",
       // the picked job's row: tinted, its link bold, and announced as the current one
       { "data-job": j.job_id, class: j.job_id === selectedJob() ? "selected" : null, "aria-current": j.job_id === selectedJob() ? "true" : null },
       h("td", { class: "job" }, h("span", { class: "swatch", style: `background:${colour(j.job_id)}` }), jobLink(j.job_id)),
-      h("td", { class: "n" }, j.gpus),
-      h("td", { class: "n workers" }, w),
-      h("td", { class: "n" }, j.reported_workers ?? "–"),
-      h("td", { class: "n" }, num(j.reported_throughput)),
+      h("td", { class: "n" }, r > 1 ? `${j.gpus} (${r} ranks)` : j.gpus),
+      h("td", { class: "n workers" }, r > 1 ? `${w} (${r} × ${Math.floor(w / r)})` : w),
+      h("td", { class: "n" }, perRank(j.reported_workers)),
+      h("td", { class: "n" }, r > 1 && j.reported_throughput != null ? `${r} × ${num(j.reported_throughput)}` : num(j.reported_throughput)),
       h("td", { class: "n" }, num(expected)),
       h("td", { class: "n" }, peak > 0 ? pct(expected / peak) : "–"),
       h("td", { class: "n" }, pct(j.data_wait)),
@@ -343,17 +346,20 @@ function renderJob(id, job, plans) {
   }
   const plan = plans.find((p) => p && has(p.workers, job.job_id));
   const a = job.assignment;
+  const r = job.ranks ?? 1;
+  const each = r > 1 ? " a rank" : "";
   detail.replaceChildren(
     h(
       "p",
       { class: "meta" },
       `node ${job.node} · ${job.status} · ${plural(job.gpus, "GPU")} · ` +
+        (r > 1 ? `${r} ranks stepping together, each with its own loader (counts and curve: one rank's) · ` : "") +
         // no plan holds it: the count it is told is what it runs with or asked for, not a plan's (it said "plan: 1 worker"
         // above "not in a plan yet")
         (job.status !== "active" ? "in no plan"
-          : a.plan_id ? `plan: ${plural(a.workers, "worker")} (plan #${a.plan_id})`
-          : `no plan yet: told ${plural(a.workers, "worker")} (what it runs with or asked for, within its bounds)`) +
-        ` · running with ${job.reported_workers ?? "–"} · asked for ${job.requested_workers} · curve: ${job.curve_source}`,
+          : a.plan_id ? `plan: ${plural(a.workers, "worker")}${each} (plan #${a.plan_id})`
+          : `no plan yet: told ${plural(a.workers, "worker")}${each} (what it runs with or asked for, within its bounds)`) +
+        ` · running with ${job.reported_workers ?? "–"}${each} · asked for ${job.requested_workers}${each} · curve: ${job.curve_source}`,
     ),
     h("p", { class: "why" }, job.status !== "active" ? `in no plan: the job has ${job.status}`
       : plan && has(plan.reasons, job.job_id) ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),
@@ -402,20 +408,20 @@ function curveChart(job) {
     values.length === 1 ? s("circle", { class: `${cls}-dot`, cx: x(0), cy: y(values[0]), r: 3.5 }) : null,
   ];
   const a = job.assignment.workers;
-  const told = `${job.assignment.plan_id ? "plan" : "told (no plan)"}: ${plural(a, "worker")}`;
+  const told = `${job.assignment.plan_id ? "plan" : "told (no plan)"}: ${plural(a, "worker")}${(job.ranks ?? 1) > 1 ? " a rank" : ""}`;
   const step = Math.max(1, Math.ceil(n / 16));
   const xt = [];
   for (let w = 0; w <= n; w += step) xt.push(w);
   return s(
     "svg",
-    { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `samples/s of ${job.job_id} against loader workers` },
+    { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `samples/s of ${(job.ranks ?? 1) > 1 ? "one rank of " : ""}${job.job_id} against loader workers` },
     [0, 1, 2, 3, 4].map((i) => [
       s("line", { class: "grid", x1: m.l, x2: W - m.r, y1: y((top * i) / 4), y2: y((top * i) / 4) }),
       s("text", { class: "tick", x: m.l - 6, y: y((top * i) / 4) + 4, "text-anchor": "end" }, tick((top * i) / 4)),
     ]),
     xt.map((w) => s("text", { class: "tick", x: x(w), y: H - m.b + 16, "text-anchor": "middle" }, w)),
-    s("text", { class: "axis", x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, "loader workers"),
-    s("text", { class: "axis", x: 14, y: H / 2, "text-anchor": "middle", transform: `rotate(-90 14 ${H / 2})` }, "samples/s"),
+    s("text", { class: "axis", x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, (job.ranks ?? 1) > 1 ? "loader workers of one rank" : "loader workers"),
+    s("text", { class: "axis", x: 14, y: H / 2, "text-anchor": "middle", transform: `rotate(-90 14 ${H / 2})` }, (job.ranks ?? 1) > 1 ? "samples/s of one rank" : "samples/s"),
     line(job.predicted, "predicted"),
     line(job.curve, "used"),
     job.measured.map((p) =>

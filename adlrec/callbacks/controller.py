@@ -15,7 +15,9 @@ end): the next step is then left out of the figures, so that time is counted nei
 nor as a wait for data.  The
 same thread registers the job first and reports it finished last, so the loop never waits on the
 service, even one that accepts connections and never answers.  No failure of the service or the
-client reaches the training loop: it is logged, once per kind.
+client reaches the training loop: it is logged, once per kind.  In a distributed run the ranks on a
+node are one job (:mod:`adlrec.callbacks.team`): the leading rank's thread does all of the above, the
+others' only read the job's assignment and apply it.
 """
 
 from __future__ import annotations

@@ -579,3 +579,25 @@ def test_a_refresh_reads_every_nodes_plan_in_one_request(service, browser):
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert f"{srv.url}/plans/current" in loaded, loaded
     assert not [u for u in loaded if re.search(r"/nodes/[^/]+/plan$", u)], loaded
+
+
+def test_a_job_of_ranks_shows_the_whole_jobs_plan_and_each_ranks_counts(service, browser):
+    srv, http = service
+    assert http.put("/nodes/gpu-r", json={"cores": 8, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    body = {"job_id": "ddp", "node": "gpu-r", "curve": STEEP, "ranks": 2}
+    assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+    (plan,) = recompute(http)
+    assert plan["workers"] == {"ddp": 6}
+    r = http.post("/jobs/ddp/heartbeat", json={"throughput": 100.0, "workers": 3}, headers=AUTH)
+    assert r.json()["workers"] == 3
+    browser.get(f"{srv.url}/ui/?refresh=1#job/ddp")
+    row = "article[data-node='gpu-r'] tr[data-job='ddp'] td"
+    wait_for(browser, lambda d: len(texts(d, row)) > 7 and texts(d, row)[3] == "2 × 3", "the ranked job's row")
+    cells = texts(browser, row)
+    # GPUs, the plan's total and its share a rank, what each rank runs and measured, the job against its peak
+    assert cells[1:7] == ["2 (2 ranks)", "6 (2 × 3)", "2 × 3", "2 × 100", "200", "100%"]
+    wait_for(browser, lambda d: text(d, "#job .assigned-label"), "the job's chart")
+    assert text(browser, "#job .assigned-label") == "plan: 3 workers a rank"
+    meta = text(browser, "#job-detail .meta")
+    assert "2 ranks stepping together" in meta and "running with 3 a rank" in meta
+    assert "samples/s of one rank" in texts(browser, "#job text.axis")
