@@ -7,10 +7,13 @@ node name form a team: the lowest rank leads (it registers the job with ``ranks`
 rank's figures and applies the plan), the others follow (they read the job's assignment and apply the
 same count), and the service plans the job as a whole (:func:`adlrec.allocate.lockstep_curve`).
 
-A team is formed once per start, by one ``all_gather_object`` over the default process group: every
-rank must start the adapter (Lightning does so on every rank; a plain loop creates ``ADLLoop`` on
-every rank, as it runs the same script).  Without a process group (only a launcher's ``RANK`` and
-``WORLD_SIZE``), no team can be agreed on, and each rank registers as a job of its own.
+A team is formed once per start, by one ``all_gather_object`` over a ``gloo`` group of every rank
+(made once per process group: an object collective on NCCL needs each rank's CUDA device set, and a
+group of our own bounds the wait).  Every rank must start the adapter (Lightning does so on every
+rank; a plain loop creates ``ADLLoop`` on every rank, as it runs the same script): a rank that does not
+leaves the others waiting ``AGREE_S`` seconds, after which each goes on as a job of its own.  Without a
+process group (only a launcher's ``RANK`` and ``WORLD_SIZE``), no team can be agreed on, and each
+rank registers as a job of its own.
 """
 
 from __future__ import annotations
@@ -18,12 +21,17 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 __all__ = ["Team", "form_team"]
 
 log = logging.getLogger("adlrec.callbacks")
 
 MAX_ID = 128  # the service's longest job id
+AGREE_S = 120.0  # how long a rank waits for the others to start their adapters
+
+_groups: list[tuple[Any, Any]] = []  # (the default process group, our gloo group over it): one per process group
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ class Team:
     nodes: int  # nodes the run spans (a team on each)
 
 
-def form_team(node: str, job_id: str | None = None) -> Team | None:
+def form_team(node: str, job_id: str | None = None, timeout_s: float = AGREE_S) -> Team | None:
     """This rank's team, agreed on with every rank of the default process group; None outside a
     distributed run, or when the group cannot agree (logged: each rank is then a job of its own).
 
@@ -51,7 +59,8 @@ def form_team(node: str, job_id: str | None = None) -> Team | None:
             return None
         rank, world = dist.get_rank(), dist.get_world_size()
         everyone: list[tuple[str, str] | None] = [None] * world
-        dist.all_gather_object(everyone, (node, job_id or uuid.uuid4().hex[:16]))
+        group = _gloo_group(dist, timeout_s)
+        dist.all_gather_object(everyone, (node, job_id or uuid.uuid4().hex[:16]), group=group)
     except Exception as exc:  # a broken group: the ranks go on as jobs of their own rather than fail training
         log.warning(
             "adlrec: the ranks could not agree on one job (%s: %s); each registers as its own", type(exc).__name__, exc
@@ -65,3 +74,15 @@ def form_team(node: str, job_id: str | None = None) -> Team | None:
         suffix = f"-{nodes.index(node)}"
         base = base[: MAX_ID - len(suffix)] + suffix
     return Team(job_id=base, leader=mates[0] == rank, ranks=len(mates), rank=rank, world=world, nodes=len(nodes))
+
+
+def _gloo_group(dist: Any, timeout_s: float) -> Any:
+    """A ``gloo`` group of every rank, made once per default process group (its making is itself a
+    collective, bounded by ``timeout_s``, as is every gather over it)."""
+    world = dist.group.WORLD
+    for made_for, group in _groups:
+        if made_for is world:
+            return group
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+    _groups[:] = [(world, group)]  # a process group destroyed and made again: the old one's group goes
+    return group

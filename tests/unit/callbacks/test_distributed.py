@@ -9,6 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from adlrec.callbacks.controller import Controller, distributed_rank
+from adlrec.callbacks import team as team_module
 from adlrec.callbacks.team import form_team
 from adlrec.client import ServiceClient
 
@@ -58,9 +59,12 @@ def _single_node(rank: int, init: str, out: str) -> None:
     c.registration["job_id"] = "run-7"
     c.start(None)
     c.stop()
+    c.start(None)  # a second fit: the ranks agree again, over the same gloo group
+    c.stop()
+    groups = len(team_module._groups)
     dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
-        json.dump({"team": c.team.__dict__, "records": records}, f)
+        json.dump({"team": c.team.__dict__, "records": records, "groups": groups}, f)
 
 
 def test_on_one_node_the_job_keeps_its_given_id_and_only_the_leader_says_it_leads(tmp_path):
@@ -69,8 +73,32 @@ def test_on_one_node_the_job_keeps_its_given_id_and_only_the_leader_says_it_lead
     got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
     assert [g["team"]["job_id"] for g in got] == ["run-7", "run-7"]
     assert [g["team"]["leader"] for g in got] == [True, False]
+    assert [g["groups"] for g in got] == [1, 1]
     assert any("rank 0 leads the 2 ranks on node node-a as job run-7" in m for m in got[0]["records"])
     assert not any("leads" in m or "of its own" in m for m in got[1]["records"])
+
+
+def _one_rank_never_starts(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("adlrec.callbacks").addHandler(handler)
+    team = form_team("node-a", timeout_s=1.0) if rank == 0 else None  # rank 1 never starts its adapter
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"team": team and team.__dict__, "records": records}, f)
+    dist.barrier()  # rank 1 waits here for rank 0 to have given up
+    dist.destroy_process_group()
+
+
+def test_a_rank_that_never_starts_its_adapter_holds_the_others_up_only_so_long(tmp_path):
+    out = str(tmp_path / "rank")
+    mp.start_processes(
+        _one_rank_never_starts, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork"
+    )
+    got = json.loads((tmp_path / "rank.0").read_text())
+    assert got["team"] is None
+    assert any("could not agree on one job" in m and "each registers as its own" in m for m in got["records"])
 
 
 def test_outside_a_process_group_there_is_no_team():
