@@ -8,8 +8,8 @@ import logging
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from adlrec.callbacks.controller import Controller, distributed_rank
 from adlrec.callbacks import team as team_module
+from adlrec.callbacks.controller import Controller, distributed_rank
 from adlrec.callbacks.team import form_team
 from adlrec.client import ServiceClient
 
