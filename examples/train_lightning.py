@@ -2,11 +2,14 @@
 
     adlrec serve &                                          # the service, on 127.0.0.1:8470
     python examples/train_lightning.py examples/text.py --epochs 2
+    python examples/train_lightning.py examples/text.py --devices 2   # DDP: 2 ranks, one job of the service
 
 The train loader is an ``adlrec.loader.ResizableLoader`` handed to ``trainer.fit`` as is (Lightning
 passes non-``DataLoader`` loaders through); ``ADLCallback`` registers the job with its probe features,
 heartbeats measured throughput and data-wait share, and resizes the loader mid-epoch when a new plan
-arrives.  With the service down, training goes on with the workers it has.
+arrives.  With the service down, training goes on with the workers it has.  With ``--devices`` N > 1
+the Trainer runs DDP over N processes (one per GPU, or N CPU processes without one), each rank loading
+its shard through a ``DistributedSampler``; the ranks on this node are one job of the service.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 import sys
 
 import lightning as L
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from torch.utils.data import DistributedSampler
 
 from adlrec.callbacks import ADLCallback, check_arguments
 from adlrec.config import load_settings
@@ -54,6 +59,7 @@ def main() -> int:
     ap.add_argument("--url", default=os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470"))
     ap.add_argument("--node", default=None, help="the node's name at the service (default: this host's name)")
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
+    ap.add_argument("--devices", type=int, default=1, help="processes of a DDP run (one per GPU); 1: no DDP")
     args = ap.parse_args()
     # adlrec's callback says on stderr what it does: each plan applied, a service away or back
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -63,11 +69,26 @@ def main() -> int:
         settings = load_settings()
         job = load_job(args.model_py, data_dir=settings.datasets_dir)
         device = parse_device("auto")
+        if args.devices < 1:
+            raise ValueError(f"--devices must be a whole number >= 1, got {args.devices}")
+        trainer = L.Trainer(
+            max_epochs=args.epochs,
+            accelerator="gpu" if device.kind == "cuda" else "cpu",
+            devices=args.devices,
+            strategy="ddp" if args.devices > 1 else "auto",
+            logger=False,
+            enable_checkpointing=False,
+        )
+        dataset = job.dataset()
+        sampler = None  # one process: the loader shuffles; DDP: each rank its shard, shuffled by epoch
+        if trainer.world_size > 1:
+            sampler = DistributedSampler(dataset, trainer.world_size, trainer.global_rank, shuffle=True, seed=0)
         loader = ResizableLoader(
-            job.dataset(),
+            dataset,
             batch_size=job.batch_size,
-            shuffle=True,
+            shuffle=sampler is None,
             seed=0,
+            sampler=sampler,
             num_workers=args.workers,
             collate_fn=job.collate_fn,
             multiprocessing_context="fork",
@@ -83,21 +104,17 @@ def main() -> int:
             probe=probe.features.to_dict(),
             interval_s=args.interval,
         )
-    except (AdlrecError, ValueError, TypeError) as exc:
+    except (AdlrecError, ValueError, TypeError, MisconfigurationException) as exc:
         print(f"train_lightning.py: error: {exc}", file=sys.stderr)
         return 2
     module = JobModule(job)
-    trainer = L.Trainer(
-        max_epochs=args.epochs,
-        accelerator="gpu" if device.kind == "cuda" else "cpu",
-        callbacks=[callback],
-        logger=False,
-        enable_checkpointing=False,
-    )
+    trainer.callbacks.append(callback)
     with loader:
         trainer.fit(module, train_dataloaders=loader)
+    rank = f"rank {trainer.global_rank}: " if trainer.world_size > 1 else ""
     print(
-        f"trained {module.samples} samples; workers now {loader.num_workers}; plans applied {callback.controller.applied}"
+        f"{rank}trained {module.samples} samples; workers now {loader.num_workers}; "
+        f"plans applied {callback.controller.applied}"
     )
     return 0
 

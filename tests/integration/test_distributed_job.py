@@ -115,3 +115,35 @@ def test_a_lightning_ddp_run_is_one_job_and_both_ranks_apply_its_plan(tmp_path):
         assert all(len(e) == N // 2 for e in g["epochs"])
     for epoch in range(4):  # the two shards of each epoch: every sample once
         assert sorted(got[0]["epochs"][epoch] + got[1]["epochs"][epoch]) == list(range(N))
+
+
+def test_the_runnable_lightning_script_trains_a_model_py_with_ddp_as_one_job(tmp_path, tiny_job_path):
+    """``examples/train_lightning.py --devices 2``: what a user types for a DDP run of a model.py."""
+    pytest.importorskip("lightning")
+    settings = service_settings(tmp_path, service_debounce_s=0.05, service_token=None)
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path / "d"), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    script = ROOT / "examples" / "train_lightning.py"
+    with LiveServer(create_app(settings)) as srv:
+        argv = [
+            str(tiny_job_path),
+            "--devices",
+            "2",
+            "--epochs",
+            "3",
+            "--url",
+            srv.url,
+            "--node",
+            "n1",
+            "--interval",
+            "0.1",
+        ]
+        run = subprocess.run(
+            [sys.executable, str(script), *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        jobs = httpx.get(f"{srv.url}/jobs", timeout=10).json()
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = sorted(line for line in run.stdout.splitlines() if line.startswith("rank "))
+    assert [line.split(";")[0] for line in said] == ["rank 0: trained 96 samples", "rank 1: trained 96 samples"]
+    assert [(j["node"], j["ranks"], j["gpus"], j["status"], j["curve_source"]) for j in jobs] == [
+        ("n1", 2, 2, "finished", "analytic")
+    ]
