@@ -13,7 +13,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from adlrec.callbacks.controller import Controller, ServiceLike, check_interval
 
-__all__ = ["batch_samples", "check_arguments", "default_node", "make_controller"]
+__all__ = ["batch_samples", "check_arguments", "check_url", "default_node", "make_controller"]
 
 DEFAULT_URL = "http://127.0.0.1:8470"
 URL_VARIABLE = "ADLREC_SERVICE_URL"  # the service's address when url= is not given
@@ -91,9 +91,9 @@ def check_arguments(
     if client is None:  # an injected client brings its own address and token
         if url is None:
             url = os.environ.get(URL_VARIABLE, DEFAULT_URL)
-            _check_url(who, url, f"the environment's {URL_VARIABLE} (url= not given)")
+            check_url(who, url, f"the environment's {URL_VARIABLE} (url= not given)")
         else:
-            _check_url(who, url, "url")
+            check_url(who, url, "url")
         token = token or os.environ.get(TOKEN_VARIABLE)
     return url, node, token
 
@@ -139,7 +139,7 @@ def _json_scalar(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} {value!r} is not a number, string or list")
 
 
-def _check_url(who: str, url: Any, source: str) -> None:
+def check_url(who: str, url: Any, source: str) -> None:
     """Refuse what the client could not call, naming where the url came from (``source``: the argument
     or the environment variable)."""
     parsed = _split(url)

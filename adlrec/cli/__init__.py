@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from adlrec import __version__
-from adlrec.cli import model, profile, serve, simulate
+from adlrec.cli import model, profile, serve, simulate, status
 from adlrec.errors import AdlrecError
 
 __all__ = ["main"]
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"adlrec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (profile, model, simulate, serve):
+    for group in (profile, model, simulate, serve, status):
         group.add_commands(sub)
     return parser
 

@@ -1,0 +1,97 @@
+"""`adlrec status` against a real service on port 0: what a terminal on the node shows of it."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from adlrec.cli import main
+from adlrec.service import create_app
+from tests.service_helpers import LiveServer, server_with_breakable_store, service_settings
+
+AUTH = {"Authorization": "Bearer s3cret"}
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]
+RISING = [10.0, 30.0, 50.0, 70.0, 90.0, 100.0]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("status")
+    with LiveServer(create_app(service_settings(tmp))) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        assert http.put("/nodes/gpu-01", json={"cores": 12, "memory_mb": 64_000}, headers=AUTH).status_code == 200
+        assert http.put("/nodes/gpu-02", json={"cores": 16, "memory_mb": 64_000}, headers=AUTH).status_code == 200
+        for body in (
+            {"job_id": "ddp-run", "node": "gpu-01", "curve": STEEP, "ranks": 2},
+            {"job_id": "bert", "node": "gpu-01", "curve": RISING},
+        ):
+            assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+        plan = http.post("/plans/recompute", headers=AUTH).json()["plans"][0]
+        beat = {"throughput": 98.0, "workers": 2, "data_wait": 0.12}
+        assert http.post("/jobs/ddp-run/heartbeat", json=beat, headers=AUTH).status_code == 200
+        yield srv.url, plan
+
+
+def test_each_node_with_jobs_shows_its_plan_and_each_jobs_counts_and_the_idle_nodes_are_listed(service, capsys):
+    url, plan = service
+    assert plan["workers"] == {"ddp-run": 4, "bert": 5}  # 12 cores less 3 main processes
+    assert main(["status", "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"gpu-01: 12 cores, 62.5 GB for workers, 2 active · plan #{plan['plan_id']} by optimal, 12 of 12 cores used"
+        in out
+    )
+    ddp = next(line for line in out.splitlines() if "ddp-run" in line)
+    cells = [c.strip() for c in ddp.split("│")[1:-1]]
+    # GPUs, the plan's total and each rank's share, what each rank runs and measured, the job's expected and share
+    assert cells[1:8] == ["2 (2 ranks)", "4 (2 × 2)", "2 × 2", "2 × 98.0", "180.0", "90%", "12%"]
+    bert = [c.strip() for c in next(line for line in out.splitlines() if "bert" in line).split("│")[1:-1]]
+    assert bert[1:8] == ["1", "5", "–", "–", "100.0", "100%", "–"]
+    assert "nodes without an active job: gpu-02 (16 cores)" in out
+
+
+def test_json_gives_the_nodes_plans_and_active_jobs_as_the_service_answers_them(service, capsys, monkeypatch):
+    url, plan = service
+    monkeypatch.setenv("ADLREC_SERVICE_URL", url)  # the address the callbacks use too
+    assert main(["status", "--json", "--node", "gpu-01"]) == 0
+    state = json.loads(capsys.readouterr().out)
+    assert [n["name"] for n in state["nodes"]] == ["gpu-01"]
+    assert [p["plan_id"] for p in state["plans"]] == [plan["plan_id"]]
+    assert [(j["job_id"], j["ranks"]) for j in state["jobs"]] == [("ddp-run", 2), ("bert", 1)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["--node", "nope"], 2, "--node: the service at {url} knows no node 'nope' (known: gpu-01, gpu-02)"),
+        (
+            ["--url", "ftp://x"],
+            2,
+            "--url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got 'ftp://x'",
+        ),
+        (["--url", "http://127.0.0.1:9"], 1, "no adlrec service answers at http://127.0.0.1:9 (ConnectError"),
+    ],
+)
+def test_a_mistake_or_an_absent_service_is_one_line(service, capsys, argv, code, says):
+    url, _ = service
+    argv = ["--url", url, *argv] if "--url" not in argv else argv
+    assert main(["status", *argv]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("adlrec: error: ") and says.format(url=url) in err
+
+
+def test_a_service_whose_job_store_is_down_is_said_so(tmp_path, capsys):
+    with server_with_breakable_store(tmp_path) as (srv, _http, break_store):
+        url = srv.url
+        break_store()
+        assert main(["status", "--url", url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"adlrec: error: the service at {url} answered GET /nodes with 503: ")
+    assert err.count("\n") == 1
+
+
+def test_a_service_without_nodes_says_what_makes_one(tmp_path, capsys):
+    with LiveServer(create_app(service_settings(tmp_path))) as srv:
+        assert main(["status", "--url", srv.url]) == 0
+    assert "knows no node yet: a job's registration names its node" in capsys.readouterr().out
