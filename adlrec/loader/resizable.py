@@ -11,6 +11,7 @@ depends on worker counts.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -254,6 +255,29 @@ class EpochIterator:
     def __len__(self) -> int:
         return len(self.loader)
 
+    def __del__(self) -> None:
+        """Dropped (the loop broke out of it, or raised): stop its epoch's workers now, as a ``DataLoader``'s
+        iterator does; before, they ran on, holding their memory and prefetched batches, until the loader's
+        next ``iter()``, ``close()`` or collection."""
+        loader = getattr(self, "loader", None)  # absent if __init__ failed
+        if loader is not None:
+            loader._leave(self.generation)
+
+
+def busy(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Count the loader busy while ``method`` runs: an iterator the garbage collector drops meanwhile (in
+    this thread, with the loader's locks possibly held) leaves its epoch's pools to this or the next call."""
+
+    @functools.wraps(method)
+    def call(self: ResizableLoader, *args: Any, **kwargs: Any) -> Any:
+        self._busy += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._busy -= 1
+
+    return call
+
 
 class _Pools:
     """Everything that owns worker processes; no reference back to the loader, so a finalizer can close it."""
@@ -459,6 +483,7 @@ class ResizableLoader:
         self._loop_thread: int | None = None  # the thread that iterates the live epoch
         self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
         self._generation = 0  # counts iter() calls, so a replaced epoch's iterator stops
+        self._busy = 0  # calls of the loader's under way (see busy)
         self._last_t: float | None = None
         self._interval: float | None = None  # smoothed time between batches handed to the loop
         self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
@@ -515,10 +540,24 @@ class ResizableLoader:
 
     # -- iteration -------------------------------------------------------------------------------
 
+    @busy
     def __iter__(self) -> EpochIterator:
         self._start_epoch()
         return EpochIterator(self, self._generation)
 
+    def _leave(self, generation: int) -> None:
+        """The iterator of ``generation`` was dropped: stop its epoch's pools if that epoch is still the live
+        one.  Only in the thread that iterates, outside the loader's own calls (:func:`busy`); elsewhere the
+        next ``iter()``, ``close()`` or the loader's collection stops them, as before."""
+        if (
+            generation == self._generation
+            and self._batches is not None
+            and not self._busy
+            and threading.get_ident() == self._loop_thread
+        ):
+            self._abandon()
+
+    @busy
     def _next(self, generation: int) -> Any:
         if self._batches is None or generation != self._generation:
             raise StopIteration  # this epoch ended, or a newer iter() replaced it
@@ -860,6 +899,7 @@ class ResizableLoader:
 
     # -- resizing --------------------------------------------------------------------------------
 
+    @busy
     def resize(self, num_workers: int, *, cores: Sequence[int] | None = None) -> None:
         """Continue the epoch with ``num_workers`` workers from the next batch; ``cores`` re-pins new pools.
 
@@ -999,6 +1039,7 @@ class ResizableLoader:
             "batch_size": self.batch_size,
         }
 
+    @busy
     def load_state_dict(self, state: dict[str, int]) -> None:
         """The next ``iter()`` resumes ``state``'s epoch at its next batch, with this loader's worker count."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
@@ -1037,6 +1078,7 @@ class ResizableLoader:
 
     # -- lifetime --------------------------------------------------------------------------------
 
+    @busy
     def close(self) -> None:
         """Stop every worker this loader started (the live epoch's and a kept persistent pool) and join them."""
         self._pools.close()
