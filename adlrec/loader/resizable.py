@@ -30,6 +30,7 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from adlrec.errors import first_line
 from adlrec.loader.errands import Errands
 from adlrec.loader.order import EpochSampler, batches_of, draw_seed
 from adlrec.loader.pacing import ForkPacer, paced
@@ -484,6 +485,7 @@ class ResizableLoader:
         self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
         self._generation = 0  # counts iter() calls, so a replaced epoch's iterator stops
         self._busy = 0  # calls of the loader's under way (see busy)
+        self._failed: tuple[int, str] | None = None  # the iter() generation an error stopped, and what to say
         self._last_t: float | None = None
         self._interval: float | None = None  # smoothed time between batches handed to the loop
         self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
@@ -559,6 +561,8 @@ class ResizableLoader:
 
     @busy
     def _next(self, generation: int) -> Any:
+        if self._failed is not None and self._failed[0] == generation:
+            raise RuntimeError(self._failed[1])
         if self._batches is None or generation != self._generation:
             raise StopIteration  # this epoch ended, or a newer iter() replaced it
         self._loop_thread = threading.get_ident()  # resize() belongs to this thread
@@ -577,12 +581,13 @@ class ResizableLoader:
             pool = self._started(position)
             batch = next(pool.it)  # type: ignore[arg-type]  # _started returns a started pool
         except StopIteration:
-            self.close()
-            raise RuntimeError(
+            exc = RuntimeError(
                 f"ResizableLoader: pool {pool.id} ({pool.workers} workers) ran out before batch {position}"
-            ) from None
-        except BaseException:
-            self.close()
+            )
+            self._fail(generation, position, exc)
+            raise exc from None
+        except BaseException as exc:
+            self._fail(generation, position, exc)
             raise
         self._consumed += 1
         self._yielded = True
@@ -595,6 +600,21 @@ class ResizableLoader:
             pending.advance(self._consumed)
         self._tick()
         return batch
+
+    def _fail(self, generation: int, position: int, exc: BaseException) -> None:
+        """Loading batch ``position`` raised ``exc`` (from the dataset, a dead worker, a timeout): stop every
+        worker, and have each later ``next()`` of this epoch say so.  Before, they just stopped: a loop that
+        logged the error and asked for the next batch, as it may with a ``DataLoader``, got an epoch silently
+        cut short there."""
+        assert self._batches is not None
+        self._failed = (
+            generation,
+            f"ResizableLoader: this epoch stopped at batch {position} of {len(self._batches)}, whose loading raised "
+            f"{type(exc).__name__}{': ' if first_line(exc) else ''}{first_line(exc)}; its workers were stopped and "
+            "no later batch comes (iter() starts the next epoch; load_state_dict(state_dict()) resumes this one "
+            "at that batch)",
+        )
+        self.close()
 
     def _started(self, position: int) -> Pool:
         """The pool serving ``position``, started: one the system could not start is replaced (:meth:`_stand_in`)."""

@@ -117,3 +117,62 @@ def test_an_unused_iter_dropped_uses_up_no_epoch_and_keeps_persistent_pools():
     plain = torch.utils.data.DataLoader(Indices(40), 2, shuffle=True, generator=torch.Generator().manual_seed(3))
     assert [first, second] == [[b.tolist() for b in plain] for _ in range(2)]  # epochs 0 and 1
     loader.close()
+
+
+class FailsAt(torch.utils.data.Dataset):
+    """Indices, except that loading ``bad`` raises."""
+
+    def __init__(self, n: int, bad: int) -> None:
+        self.n, self.bad = n, bad
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        if i == self.bad:
+            raise KeyError(f"sample {i} is unreadable")
+        return i
+
+
+def take_skipping_errors(it) -> tuple[list[int], list[str]]:
+    """A loop that logs a failed batch and asks for the next one, as one may do with a DataLoader."""
+    got, errors = [], []
+    while True:
+        try:
+            got += next(it).tolist()
+        except StopIteration:
+            return got, errors
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+            if len(errors) > 1:
+                return got, errors
+
+
+@pytest.mark.parametrize("workers_", [0, 2])
+def test_after_a_dataset_error_the_next_batch_is_an_error_naming_it_not_a_silently_shorter_epoch(workers_):
+    loader = ResizableLoader(FailsAt(20, bad=7), 2, num_workers=workers_, multiprocessing_context="fork")
+    got, errors = take_skipping_errors(iter(loader))
+    assert got == list(range(6))  # batches 0-2; batch 3 holds sample 7
+    assert "sample 7 is unreadable" in errors[0]
+    assert len(errors) == 2, "the epoch ended silently after the error, 12 samples short"
+    assert "stopped at batch 3 of 10" in errors[1] and "KeyError" in errors[1]
+    state = loader.state_dict()
+    assert (state["epoch"], state["batches_consumed"]) == (0, 3)  # resuming retries the failed batch
+    loader.close()
+
+
+def test_a_killed_worker_is_named_and_later_batches_say_the_epoch_stopped():
+    import signal
+
+    before = workers()  # an earlier test's helpers (a fork server) are no victims
+    loader = make()
+    it = iter(loader)
+    next(it)
+    victim = min(workers() - before)
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=f"DataLoader worker \\(pid.*{victim}"):
+        for _ in range(len(loader)):
+            next(it)
+    with pytest.raises(RuntimeError, match="ResizableLoader: this epoch stopped at batch"):
+        next(it)
+    loader.close()
