@@ -35,8 +35,9 @@ def workers() -> set[int]:
     return out
 
 
-def loader_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("adlrec-loader") or "Feeder" in t.name]
+def loader_threads() -> set[threading.Thread]:
+    """The loader's threads and its pools' (torch's queue feeders); an earlier test may have left some."""
+    return {t for t in threading.enumerate() if t.name.startswith("adlrec-loader") or "Feeder" in t.name}
 
 
 def make(**kw) -> ResizableLoader:
@@ -54,7 +55,7 @@ def test_an_iterator_dropped_mid_epoch_stops_its_workers_as_a_dataloaders_does(p
     assert workers() - before  # while the loop holds the iterator, its epoch may go on
     del it  # its epoch cannot go on
     assert workers() <= before  # stopped and reaped
-    assert loader_threads() == threads_before
+    assert loader_threads() <= threads_before
     state = loader.state_dict()
     assert (state["epoch"], state["batches_consumed"]) == (0, 4)  # where the loop stood
     assert [b.tolist() for b in loader][0] == [0, 1]  # the next pass, as before (epoch 1 of no shuffle)
@@ -68,7 +69,7 @@ def test_a_loop_that_breaks_out_stops_the_epochs_workers():
         if i == 3:
             break
     assert workers() <= before
-    assert loader_threads() == threads_before
+    assert loader_threads() <= threads_before
     loader.close()
 
 
@@ -86,7 +87,7 @@ def test_a_step_that_raises_mid_epoch_leaves_no_worker_thread_or_file_open():
         train()
     gc.collect()
     assert workers() <= before
-    assert loader_threads() == threads_before
+    assert loader_threads() <= threads_before
     assert len(os.listdir("/proc/self/fd")) <= fds
     loader.close()
 
