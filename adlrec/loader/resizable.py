@@ -497,7 +497,7 @@ class ResizableLoader:
         self._shortages: set[tuple[int, int, int, str]] = set()  # start failures already warned of (_stand_in)
         self._warn_oversubscribed(num_workers)
 
-    def _warn_oversubscribed(self, workers: int) -> None:
+    def _warn_oversubscribed(self, workers: int, stacklevel: int = 3) -> None:
         """Warn once per count of more workers than the cores they may run on, as ``DataLoader`` does (the
         inner loaders do not: a resize's pools would repeat it, and under the service a count is its plan)."""
         cores = len(self.cores) if self.cores else len(os.sched_getaffinity(0)) if can_pin() else os.cpu_count() or 1
@@ -507,7 +507,7 @@ class ResizableLoader:
                 f"ResizableLoader: {workers} DataLoader workers on the {cores} cores they may run on; more workers "
                 "than cores take turns on them, each holding its own memory",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,  # the caller's line
             )
 
     # -- what DataLoader users and Lightning look at ---------------------------------------------
@@ -940,7 +940,7 @@ class ResizableLoader:
             )
         if cores is not None:
             self.cores = cores
-        self._warn_oversubscribed(num_workers)
+        self._warn_oversubscribed(num_workers, stacklevel=4)  # resize is wrapped (busy)
         self._workers = num_workers
         self._retry = None  # a count asked for now replaces one that could not start
         pools = self._pools
