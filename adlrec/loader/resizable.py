@@ -11,6 +11,7 @@ depends on worker counts.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -29,6 +30,7 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from adlrec.errors import first_line
 from adlrec.loader.errands import Errands
 from adlrec.loader.order import EpochSampler, batches_of, draw_seed
 from adlrec.loader.pacing import ForkPacer, paced
@@ -254,6 +256,29 @@ class EpochIterator:
     def __len__(self) -> int:
         return len(self.loader)
 
+    def __del__(self) -> None:
+        """Dropped (the loop broke out of it, or raised): stop its epoch's workers now, as a ``DataLoader``'s
+        iterator does; before, they ran on, holding their memory and prefetched batches, until the loader's
+        next ``iter()``, ``close()`` or collection."""
+        loader = getattr(self, "loader", None)  # absent if __init__ failed
+        if loader is not None:
+            loader._leave(self.generation)
+
+
+def busy(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Count the loader busy while ``method`` runs: an iterator the garbage collector drops meanwhile (in
+    this thread, with the loader's locks possibly held) leaves its epoch's pools to this or the next call."""
+
+    @functools.wraps(method)
+    def call(self: ResizableLoader, *args: Any, **kwargs: Any) -> Any:
+        self._busy += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._busy -= 1
+
+    return call
+
 
 class _Pools:
     """Everything that owns worker processes; no reference back to the loader, so a finalizer can close it."""
@@ -459,6 +484,8 @@ class ResizableLoader:
         self._loop_thread: int | None = None  # the thread that iterates the live epoch
         self._resume_at = 0  # batches to skip at the next iter() (from load_state_dict)
         self._generation = 0  # counts iter() calls, so a replaced epoch's iterator stops
+        self._busy = 0  # calls of the loader's under way (see busy)
+        self._failed: tuple[int, str] | None = None  # the iter() generation an error stopped, and what to say
         self._last_t: float | None = None
         self._interval: float | None = None  # smoothed time between batches handed to the loop
         self._start_s: dict[int, float] = {}  # worker count -> how long starting such a pool last took
@@ -470,7 +497,7 @@ class ResizableLoader:
         self._shortages: set[tuple[int, int, int, str]] = set()  # start failures already warned of (_stand_in)
         self._warn_oversubscribed(num_workers)
 
-    def _warn_oversubscribed(self, workers: int) -> None:
+    def _warn_oversubscribed(self, workers: int, stacklevel: int = 3) -> None:
         """Warn once per count of more workers than the cores they may run on, as ``DataLoader`` does (the
         inner loaders do not: a resize's pools would repeat it, and under the service a count is its plan)."""
         cores = len(self.cores) if self.cores else len(os.sched_getaffinity(0)) if can_pin() else os.cpu_count() or 1
@@ -480,7 +507,7 @@ class ResizableLoader:
                 f"ResizableLoader: {workers} DataLoader workers on the {cores} cores they may run on; more workers "
                 "than cores take turns on them, each holding its own memory",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,  # the caller's line
             )
 
     # -- what DataLoader users and Lightning look at ---------------------------------------------
@@ -515,11 +542,27 @@ class ResizableLoader:
 
     # -- iteration -------------------------------------------------------------------------------
 
+    @busy
     def __iter__(self) -> EpochIterator:
         self._start_epoch()
         return EpochIterator(self, self._generation)
 
+    def _leave(self, generation: int) -> None:
+        """The iterator of ``generation`` was dropped: stop its epoch's pools if that epoch is still the live
+        one.  Only in the thread that iterates, outside the loader's own calls (:func:`busy`); elsewhere the
+        next ``iter()``, ``close()`` or the loader's collection stops them, as before."""
+        if (
+            generation == self._generation
+            and self._batches is not None
+            and not self._busy
+            and threading.get_ident() == self._loop_thread
+        ):
+            self._abandon()
+
+    @busy
     def _next(self, generation: int) -> Any:
+        if self._failed is not None and self._failed[0] == generation:
+            raise RuntimeError(self._failed[1])
         if self._batches is None or generation != self._generation:
             raise StopIteration  # this epoch ended, or a newer iter() replaced it
         self._loop_thread = threading.get_ident()  # resize() belongs to this thread
@@ -538,12 +581,13 @@ class ResizableLoader:
             pool = self._started(position)
             batch = next(pool.it)  # type: ignore[arg-type]  # _started returns a started pool
         except StopIteration:
-            self.close()
-            raise RuntimeError(
+            exc = RuntimeError(
                 f"ResizableLoader: pool {pool.id} ({pool.workers} workers) ran out before batch {position}"
-            ) from None
-        except BaseException:
-            self.close()
+            )
+            self._fail(generation, position, exc)
+            raise exc from None
+        except BaseException as exc:
+            self._fail(generation, position, exc)
             raise
         self._consumed += 1
         self._yielded = True
@@ -556,6 +600,21 @@ class ResizableLoader:
             pending.advance(self._consumed)
         self._tick()
         return batch
+
+    def _fail(self, generation: int, position: int, exc: BaseException) -> None:
+        """Loading batch ``position`` raised ``exc`` (from the dataset, a dead worker, a timeout): stop every
+        worker, and have each later ``next()`` of this epoch say so.  Before, they just stopped: a loop that
+        logged the error and asked for the next batch, as it may with a ``DataLoader``, got an epoch silently
+        cut short there."""
+        assert self._batches is not None
+        self._failed = (
+            generation,
+            f"ResizableLoader: this epoch stopped at batch {position} of {len(self._batches)}, whose loading raised "
+            f"{type(exc).__name__}{': ' if first_line(exc) else ''}{first_line(exc)}; its workers were stopped and "
+            "no later batch comes (iter() starts the next epoch; load_state_dict(state_dict()) resumes this one "
+            "at that batch)",
+        )
+        self.close()
 
     def _started(self, position: int) -> Pool:
         """The pool serving ``position``, started: one the system could not start is replaced (:meth:`_stand_in`)."""
@@ -860,6 +919,7 @@ class ResizableLoader:
 
     # -- resizing --------------------------------------------------------------------------------
 
+    @busy
     def resize(self, num_workers: int, *, cores: Sequence[int] | None = None) -> None:
         """Continue the epoch with ``num_workers`` workers from the next batch; ``cores`` re-pins new pools.
 
@@ -880,7 +940,7 @@ class ResizableLoader:
             )
         if cores is not None:
             self.cores = cores
-        self._warn_oversubscribed(num_workers)
+        self._warn_oversubscribed(num_workers, stacklevel=4)  # resize is wrapped (busy)
         self._workers = num_workers
         self._retry = None  # a count asked for now replaces one that could not start
         pools = self._pools
@@ -999,6 +1059,7 @@ class ResizableLoader:
             "batch_size": self.batch_size,
         }
 
+    @busy
     def load_state_dict(self, state: dict[str, int]) -> None:
         """The next ``iter()`` resumes ``state``'s epoch at its next batch, with this loader's worker count."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
@@ -1037,6 +1098,7 @@ class ResizableLoader:
 
     # -- lifetime --------------------------------------------------------------------------------
 
+    @busy
     def close(self) -> None:
         """Stop every worker this loader started (the live epoch's and a kept persistent pool) and join them."""
         self._pools.close()

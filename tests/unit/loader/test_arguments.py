@@ -167,3 +167,14 @@ def test_more_workers_than_cores_warns_once_per_count_as_a_dataloader_does():
         loader.resize(cores)  # as many as the cores: nothing to say
     with pytest.warns(UserWarning, match=rf"{cores + 5} DataLoader workers"):
         loader.request_resize(cores + 5)
+
+
+def test_the_warning_of_more_workers_than_cores_points_at_the_callers_line():
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with pytest.warns(UserWarning, match="DataLoader workers on the") as made:
+        loader = ResizableLoader(Indices(8), 2, num_workers=cores + 1)
+    with pytest.warns(UserWarning, match="DataLoader workers on the") as resized:
+        loader.resize(cores + 2)
+    with pytest.warns(UserWarning, match="DataLoader workers on the") as requested:
+        loader.request_resize(cores + 3)
+    assert [w.filename for w in (*made, *resized, *requested)] == [__file__] * 3
