@@ -156,11 +156,21 @@ class Controller:
             fields["job_id"] = str(fields["job_id"])[: MAX_ID - len(suffix)] + suffix
         if self.team is not None:
             t = self.team
+            given = fields.get("ranks")
             fields |= {"job_id": t.job_id, "ranks": t.ranks}
             if t.leader:
                 log.info(
                     "adlrec: rank %d leads the %d ranks on node %s as job %s", t.rank, t.ranks, self.node, t.job_id
                 )
+                if given is not None and given != t.ranks:
+                    log.warning(
+                        "adlrec: ranks=%s was given, but there are %d ranks of this run on node %s, each with its "
+                        "adapter: the job registers ranks=%d (docs/training.md, Distributed training)",
+                        given,
+                        t.ranks,
+                        self.node,
+                        t.ranks,
+                    )
             else:
                 target = self._follow
         self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped
