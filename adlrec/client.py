@@ -70,6 +70,7 @@ class ServiceClient:
         self._registration: dict[str, Any] | None = None
         self._last: Assignment | None = None
         self._seen_plan: int | None = None
+        self._followed: tuple[str, Any] | None = None  # (job id, its registration time) a follower last read
         self._away = False
         self._complained: set[str] = set()
 
@@ -116,15 +117,24 @@ class ServiceClient:
         """The assignment of a job another process registered (the leading rank of a distributed run), read
         without registering or reporting anything: ``new`` the first time its plan id is seen (``first``: since
         this call, for a run that starts again).  None while the service knows no such job (its leader has
-        not registered yet); the last known answer, ``stale``, while the service is away."""
+        not registered yet); the last known answer, ``stale``, while the service is away.
+
+        A registration of the job since the last read (the leader's next run, or the leader registering it
+        again with a service that lost it: a fresh store numbers its plans from 1 again) starts its life
+        again, as :meth:`register` does the leader's: its plan is new even if its id was seen before."""
         if first:
             self._seen_plan = None
             self._last = None
+            self._followed = None
         data = self._call("GET", f"/jobs/{job_id}", unknown_ok=True)
         if data == "unknown":
             return None
         if not isinstance(data, dict):
             return self._stale()
+        life = (job_id, data.get("registered_at"))
+        if life != self._followed:
+            self._followed = life
+            self._seen_plan = None
         return self._take(data["assignment"])
 
     def finish(self) -> bool:

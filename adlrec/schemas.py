@@ -276,6 +276,9 @@ class JobDemand:
     current_workers: int | None = None  # workers it runs with now; None: a new job (no switching cost)
     requested_workers: int = 8  # what its script asked for (num_workers x ranks); used by the `fixed` policy
     main_cores: int = 1  # cores its main (training) processes need: one per rank, not available to workers
+    # processes that step together, each with its own loader (a DDP job's ranks on this node): its curve is
+    # over their total workers, and every policy gives it a multiple of this (each rank the same count)
+    ranks: int = 1
 
     def __post_init__(self) -> None:
         _whole_numbers(
@@ -288,7 +291,10 @@ class JobDemand:
             "current_workers",
             "requested_workers",
             "main_cores",
+            "ranks",
         )
+        if self.ranks < 1:
+            raise ValueError(f"job {self.job_id!r}: ranks must be >= 1, got {self.ranks}")
         if not self.curve:
             raise ValueError(f"job {self.job_id!r}: curve must have at least the w=0 point")
         if any(not (t >= 0 and t < float("inf")) for t in self.curve):

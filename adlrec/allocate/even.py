@@ -6,7 +6,8 @@ their maximum or whose next worker would not fit the memory budget.  ``even`` co
 as its workers: without bounds, job ``i`` of ``J`` gets ``B // J + (1 if i < B % J else 0)`` of the
 ``B`` worker cores.  ``proportional`` counts workers per GPU, so a job on 4 GPUs gets 4 times what a
 job on 1 GPU gets (jobs with no GPU count as one).  Both ignore the curves, so they spend every core
-a job can take, and they ignore the hysteresis threshold.
+a job can take, and they ignore the hysteresis threshold.  A job of several ranks
+(``JobDemand.ranks``) takes one worker for each rank at a time, so each rank gets the same count.
 """
 
 from __future__ import annotations
@@ -37,16 +38,17 @@ def _water_fill(
     workers = [j.min_workers for j in jobs]
     cores = request.worker_cores - sum(workers)
     mem = request.memory_mb - sum(w * j.mem_per_worker_mb for w, j in zip(workers, jobs, strict=True))
-    heap = [(share(jobs[i], w), i) for i, w in enumerate(workers) if w < jobs[i].hi]
+    heap = [(share(jobs[i], w), i) for i, w in enumerate(workers) if w + jobs[i].ranks <= jobs[i].hi]
     heapq.heapify(heap)
     while heap and cores > 0:
         _, i = heapq.heappop(heap)
-        need = jobs[i].mem_per_worker_mb
-        if need > mem:
-            continue  # memory only shrinks: this job can take no more
-        workers[i] += 1
-        cores -= 1
+        step = jobs[i].ranks  # one worker for each of its ranks: a worker past a multiple of them is wasted
+        need = step * jobs[i].mem_per_worker_mb
+        if step > cores or need > mem:
+            continue  # cores and memory only shrink: this job can take no more
+        workers[i] += step
+        cores -= step
         mem -= need
-        if workers[i] < jobs[i].hi:
+        if workers[i] + step <= jobs[i].hi:
             heapq.heappush(heap, (share(jobs[i], workers[i]), i))
     return build_plan(request, name, workers, [note] * len(jobs))

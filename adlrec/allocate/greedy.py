@@ -2,7 +2,8 @@
 
 From each job's minimum, the next core goes to the job whose next worker adds the most objective
 value (minus any hysteresis switching cost), until no worker adds value or the cores run out.  One
-worker costs one core, so this is gain per core.  It is optimal when every curve is concave and
+worker costs one core, so this is gain per core; a job of several ranks (``JobDemand.ranks``) takes one
+worker for each rank at a time.  It is optimal when every curve is concave and
 memory does not bind; a curve that gains little from its first worker and much from its second (or a
 switching cost) can trap it, which ``optimal`` avoids.
 """
@@ -19,25 +20,36 @@ __all__ = ["fill_by_gain", "greedy"]
 
 
 def fill_by_gain(request: AllocationRequest, workers: list[int], values: Sequence[Sequence[float]]) -> list[int]:
-    """Add workers one at a time, best single-step gain first (ties: earlier job); returns ``workers``."""
+    """Add workers one step at a time, best gain per core first (ties: earlier job); returns ``workers``.
+
+    A job's step is its ``ranks``: one worker for each of its ranks, which step together (a worker past a
+    multiple of them is worth nothing, so one at a time would stop such a job at its first)."""
     jobs = request.jobs
     cores = request.worker_cores - sum(workers)
     mem = request.memory_mb - sum(w * j.mem_per_worker_mb for w, j in zip(workers, jobs, strict=True))
-    heap = [(-(values[i][w + 1] - values[i][w]), i) for i, w in enumerate(workers) if w < jobs[i].hi]
+
+    def entry(i: int) -> tuple[float, int] | None:
+        w, step = workers[i], jobs[i].ranks
+        if w + step > jobs[i].hi:
+            return None
+        return (-(values[i][w + step] - values[i][w]) / step, i)
+
+    heap = [e for e in map(entry, range(len(jobs))) if e is not None]
     heapq.heapify(heap)
     while heap and cores > 0:
         neg_gain, i = heapq.heappop(heap)
         if -neg_gain <= 0:
             break
-        need = jobs[i].mem_per_worker_mb
-        if need > mem:
-            continue  # memory only shrinks: this job can take no more
-        workers[i] += 1
-        cores -= 1
+        step = jobs[i].ranks
+        need = step * jobs[i].mem_per_worker_mb
+        if step > cores or need > mem:
+            continue  # cores and memory only shrink: this job can take no more
+        workers[i] += step
+        cores -= step
         mem -= need
-        w = workers[i]
-        if w < jobs[i].hi:
-            heapq.heappush(heap, (-(values[i][w + 1] - values[i][w]), i))
+        e = entry(i)
+        if e is not None:
+            heapq.heappush(heap, e)
     return workers
 
 

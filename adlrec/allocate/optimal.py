@@ -78,12 +78,14 @@ def optimal(request: AllocationRequest) -> AllocationPlan:
 
 
 def _useful(job, v: np.ndarray, budget: int) -> np.ndarray:
-    """Worker counts worth considering: ``min_workers`` and each count worth strictly more than all fewer.
+    """Worker counts worth considering: ``min_workers`` and each count worth strictly more than all fewer
+    (for a job of several ranks, ``min_workers`` plus multiples of its ranks).
 
     A count whose value does not beat some smaller count's is dominated (more cores and memory, no more
     value), so dropping it keeps the optimum exact; it leaves few counts once a curve saturates.
     """
-    ws = np.arange(job.min_workers, min(job.hi, budget) + 1)
+    # a job of several ranks: multiples of them only (a worker past one is a core no rank uses)
+    ws = np.arange(job.min_workers, min(job.hi, budget) + 1, job.ranks)
     if ws.size == 0:
         return ws
     vals = v[ws]

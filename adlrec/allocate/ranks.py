@@ -3,7 +3,9 @@
 In synchronous data-parallel training (DDP) every rank runs its own loader and every step waits for
 the slowest rank.  With ``W`` workers over ``r`` ranks, the fewest any rank can have is ``W // r``, so
 the job runs at ``r * T(W // r)``, ``T`` being one rank's curve: workers past a multiple of ``r`` add
-nothing, and ``optimal`` (which skips counts worth no more than a smaller one) only ever gives multiples.
+nothing.  A :class:`~adlrec.schemas.JobDemand` with ``ranks`` set is given multiples of them by every
+policy: one step at a time, ``greedy`` would stop at the first worker, worth nothing alone, and ``even``
+would leave a core idle.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from adlrec.callbacks.meter import LoopMeter
-from adlrec.callbacks.team import Team, form_team
+from adlrec.callbacks.team import MAX_ID, Team, form_team
 
 __all__ = ["Controller", "Resizable", "ServiceLike", "check_interval", "distributed_rank"]
 
@@ -149,13 +149,28 @@ class Controller:
         if isinstance(workers, int):
             fields.setdefault("requested_workers", workers)
         target: Callable[..., None] = self._run
+        if self.team is None and world > 1 and fields.get("job_id") is not None:
+            # a job of its own: the job_id= every rank was given would make the ranks one job, registered
+            # again by each (its measurements forgotten) and fed every rank's heartbeats
+            suffix = f"-rank{rank}"
+            fields["job_id"] = str(fields["job_id"])[: MAX_ID - len(suffix)] + suffix
         if self.team is not None:
             t = self.team
+            given = fields.get("ranks")
             fields |= {"job_id": t.job_id, "ranks": t.ranks}
             if t.leader:
                 log.info(
                     "adlrec: rank %d leads the %d ranks on node %s as job %s", t.rank, t.ranks, self.node, t.job_id
                 )
+                if given is not None and given != t.ranks:
+                    log.warning(
+                        "adlrec: ranks=%s was given, but there are %d ranks of this run on node %s, each with its "
+                        "adapter: the job registers ranks=%d (docs/training.md, Distributed training)",
+                        given,
+                        t.ranks,
+                        self.node,
+                        t.ranks,
+                    )
             else:
                 target = self._follow
         self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped

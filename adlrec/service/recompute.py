@@ -41,6 +41,7 @@ def job_demand(job: JobRecord, measured: Mapping[int, float], planned: int | Non
         current_workers=current,
         requested_workers=r * s.requested_workers,
         main_cores=s.main_cores,
+        ranks=r,  # every policy gives it multiples of its ranks: each rank the same count, no core left idle
     )
 
 

@@ -147,3 +147,30 @@ def test_the_runnable_lightning_script_trains_a_model_py_with_ddp_as_one_job(tmp
     assert [(j["node"], j["ranks"], j["gpus"], j["status"], j["curve_source"]) for j in jobs] == [
         ("n1", 2, 2, "finished", "analytic")
     ]
+
+
+def test_ranks_without_a_process_group_are_jobs_of_their_own_though_given_one_job_id(tmp_path, monkeypatch):
+    """Before the process group is up (a launcher's RANK and WORLD_SIZE only), each rank registers a job of
+    its own, as its warning says: the job_id= every rank was given must not make them one job, registered
+    again by each rank (its measurements forgotten) and fed each rank's heartbeats."""
+    from adlrec.callbacks.controller import Controller
+    from adlrec.client import ServiceClient
+
+    settings = service_settings(tmp_path, service_token=None)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with LiveServer(create_app(settings)) as srv:
+        controllers = []
+        for rank in range(2):  # the two ranks' adapters, as each rank's script makes them
+            monkeypatch.setenv("RANK", str(rank))
+            c = Controller(
+                ServiceClient(srv.url), "n1", interval_s=60.0, registration={"job_id": "run-7", "curve": STEEP}
+            )
+            c.start(None)
+            controllers.append(c)
+        for c in controllers:
+            c.stop()
+        jobs = httpx.get(f"{srv.url}/jobs", timeout=10).json()
+    assert sorted((j["job_id"], j["ranks"], j["status"]) for j in jobs) == [
+        ("run-7-rank0", 1, "finished"),
+        ("run-7-rank1", 1, "finished"),
+    ]

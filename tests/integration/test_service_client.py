@@ -129,3 +129,30 @@ def test_a_service_away_before_any_plan_is_logged_without_a_plan_id(tmp_path, ca
     (message,) = [r.getMessage() for r in caplog.records]
     assert "keeping 2 workers (the service has not planned this job yet)" in message and "None" not in message
     client.close()
+
+
+def test_a_follower_applies_the_plan_of_a_service_restarted_on_a_fresh_store_though_its_id_was_seen(tmp_path):
+    """A distributed run's follower rank reads the job its leader registered.  The service restarts on an
+    empty store: the leader registers the job again, and the node's plans are numbered from 1 again; the
+    follower must apply the new plan 1 as its leader does, or the ranks run at different counts."""
+    with LiveServer(create_app(service_settings(tmp_path / "one", service_node_cores=6))) as srv:
+        port = srv.port
+        leader = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        follower = ServiceClient(srv.url, sleep=lambda s: None)
+        leader.register(node="ddp", curve=RISING, job_id="ddp-a", requested_workers=2, ranks=2)
+        (plan,) = recompute(srv.url)
+        led, followed = leader.heartbeat(throughput=50.0, workers=2), follower.follow("ddp-a", first=True)
+        assert plan["plan_id"] == 1 and plan["workers"] == {"ddp-a": 4}  # 6 cores, 2 main: 2 workers a rank
+        assert (led.new, led.workers) == (followed.new, followed.workers) == (True, 2)
+    # a fresh store on a node with other cores: its plan 1 gives each rank another count
+    with LiveServer(create_app(service_settings(tmp_path / "two", service_node_cores=4)), port=port) as srv:
+        assert follower.follow("ddp-a") is None  # the leader has not registered it again yet
+        leader.heartbeat(throughput=50.0, workers=2)  # unknown: registered again
+        (plan,) = recompute(srv.url)
+        assert plan["plan_id"] == 1 and plan["workers"] == {"ddp-a": 2}
+        led, followed = leader.heartbeat(throughput=50.0, workers=2), follower.follow("ddp-a")
+        assert (led.plan_id, led.workers, led.new) == (1, 1, True)
+        assert (followed.plan_id, followed.workers, followed.new) == (1, 1, True)
+        assert not follower.follow("ddp-a").new  # and once only
+    leader.close()
+    follower.close()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adlrec.allocate import lockstep_curve, optimal
+from adlrec.allocate import POLICIES, lockstep_curve, optimal
 from adlrec.schemas import AllocationRequest, JobDemand
 
 
@@ -37,3 +37,71 @@ def test_optimal_gives_a_lockstep_job_a_multiple_of_its_ranks(rank_curve, ranks,
         cores=cores + ranks, memory_mb=0, jobs=(JobDemand("j", curve, gpus=ranks, main_cores=ranks),)
     )
     assert optimal(request).workers["j"] % ranks == 0
+
+
+STEEP = [10.0, 50.0, 90.0, 100.0, 100.0, 100.0]  # one rank's curve: its peak at 3 workers
+
+
+def ranked_request(cores: int, threshold: float = 0.0, current: int | None = None) -> AllocationRequest:
+    """A 2-rank job (its main processes 2 cores) beside a job of one process, on ``cores`` cores."""
+    return AllocationRequest(
+        cores=cores,
+        memory_mb=0,
+        jobs=(
+            JobDemand(
+                "ddp",
+                lockstep_curve(STEEP, 2),
+                gpus=2,
+                main_cores=2,
+                requested_workers=6,
+                ranks=2,
+                current_workers=current,
+            ),
+            JobDemand("solo", tuple(STEEP), requested_workers=3),
+        ),
+        objective="throughput",
+        threshold=threshold,
+    )
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("cores", [5, 6, 8, 9, 10, 12, 13, 20])
+def test_every_policy_gives_a_job_of_ranks_a_multiple_of_them(policy, cores):
+    """A worker past a multiple of the ranks is a core no rank uses: each rank gets the floor of its share."""
+    plan = POLICIES[policy](ranked_request(cores))
+    assert plan.workers["ddp"] % 2 == 0, plan.workers
+    assert plan.cores_used <= cores or policy == "fixed"
+
+
+@pytest.mark.parametrize("policy", ["greedy", "maxmin", "optimal"])
+def test_the_curve_following_policies_give_a_job_of_ranks_its_peak_when_the_cores_allow(policy):
+    # 13 cores, 3 main processes: 10 worker cores, 3 for the single job's peak, 6 for the 2 ranks' peak
+    plan = POLICIES[policy](ranked_request(13))
+    assert plan.workers == {"ddp": 6, "solo": 3}
+    assert plan.throughput["ddp"] == 200.0
+
+
+def test_a_job_of_ranks_keeps_a_multiple_under_the_hysteresis_threshold():
+    for policy in ("greedy", "maxmin", "optimal"):
+        plan = POLICIES[policy](ranked_request(13, threshold=0.05, current=4))
+        assert plan.workers["ddp"] % 2 == 0, (policy, plan.workers)
+
+
+@given(
+    st.lists(st.floats(0, 1e4, allow_nan=False), min_size=1, max_size=8),
+    st.integers(1, 4),
+    st.integers(0, 40),
+    st.sampled_from(sorted(POLICIES)),
+)
+def test_any_policy_gives_a_lockstep_job_a_multiple_of_its_ranks(rank_curve, ranks, cores, policy):
+    curve = lockstep_curve(rank_curve, ranks)
+    job = JobDemand("j", curve, gpus=ranks, main_cores=ranks, ranks=ranks, requested_workers=ranks * 2)
+    other = JobDemand("k", tuple(rank_curve))
+    request = AllocationRequest(cores=cores + ranks + 1, memory_mb=0, jobs=(job, other))
+    assert POLICIES[policy](request).workers["j"] % ranks == 0
+
+
+@pytest.mark.parametrize("ranks", [0, -1, True, 1.5])
+def test_a_demands_ranks_must_be_a_whole_number_from_1(ranks):
+    with pytest.raises(ValueError, match="ranks"):
+        JobDemand("j", (1.0, 2.0, 3.0), ranks=ranks)

@@ -127,3 +127,28 @@ def test_a_single_process_says_nothing_of_ranks(monkeypatch, caplog):
         c.start(None)
         c.stop()
     assert "distributed run" not in caplog.text
+
+
+def _ranks_given(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("adlrec.callbacks").addHandler(handler)
+    c = controller()
+    c.registration["ranks"] = 4  # the user's own count, wrong for this run: 2 ranks on this node
+    c.start(None)
+    c.stop()
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"team": c.team.__dict__, "records": records}, f)
+
+
+def test_a_ranks_argument_that_is_not_the_teams_size_is_overridden_and_said_so(tmp_path):
+    out = str(tmp_path / "rank")
+    mp.start_processes(_ranks_given, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork")
+    got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
+    assert [g["team"]["ranks"] for g in got] == [2, 2]
+    said = [m for m in got[0]["records"] if "ranks=4" in m]
+    assert len(said) == 1 and "2 ranks of this run on node node-a" in said[0] and "registers ranks=2" in said[0]
+    assert not any("ranks=4" in m for m in got[1]["records"])  # the leader says it, once

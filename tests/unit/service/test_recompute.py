@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adlrec.allocate import POLICIES
 from adlrec.schemas import AllocationPlan, AllocationRequest
 from adlrec.service.recompute import compute_plans, effective_curve, node_request
 from adlrec.service.records import ACTIVE, JobRecord, JobSpec, NodeInfo, PlanRecord, Snapshot
@@ -98,3 +99,15 @@ def test_beside_a_job_of_ranks_the_optimum_gives_it_multiples_of_its_ranks():
     snap = Snapshot(nodes={"n1": NodeInfo("n1", 9, 10_000)}, jobs=(job("ddp", ranks=2, gpus=2, main_cores=2), job("b")))
     plan = compute_plans(snap, "optimal", "busy_gpus", 0.0)[0].plan
     assert plan.workers["ddp"] % 2 == 0 and sum(plan.workers.values()) <= 6
+
+
+def test_every_policy_the_service_runs_gives_a_job_of_ranks_workers_in_multiples_of_them():
+    # 13 cores, 3 main processes: 10 worker cores; the 2 ranks reach their peak at 3 workers each
+    snap = Snapshot(
+        nodes={"n1": NodeInfo("n1", 13, 10_000)},
+        jobs=(job("ddp", ranks=2, gpus=2, main_cores=2, requested_workers=3), job("b")),
+    )
+    plans = {p: compute_plans(snap, p, "busy_gpus", 0.0)[0].plan.workers for p in sorted(POLICIES)}
+    assert all(w["ddp"] % 2 == 0 for w in plans.values()), plans
+    # greedy stopped at the job's first worker, worth nothing alone: the 2 ranks got none of 7 spare cores
+    assert plans["greedy"] == {"ddp": 6, "b": 3}
