@@ -79,7 +79,8 @@ class Settings(BaseSettings):
     service_node_cores: int = Field(default=0, ge=0)
     # Memory (MB) for loader workers on a node that registers without saying; 0: this machine's total.
     service_node_memory_mb: int = Field(default=0, ge=0)
-    # Most loader workers any job may be given (the length of every curve the service predicts).
+    # Most loader workers any job (each rank of a job of several) may be given: the length of every curve the
+    # service predicts.
     service_max_workers: int = Field(default=32, ge=1, le=256)
     # Weight of a new heartbeat in the running mean of a measured point (1: the latest replaces it).
     service_measure_alpha: float = Field(default=0.5, gt=0, le=1)

@@ -154,6 +154,12 @@ class Controller:
             # again by each (its measurements forgotten) and fed every rank's heartbeats
             suffix = f"-rank{rank}"
             fields["job_id"] = str(fields["job_id"])[: MAX_ID - len(suffix)] + suffix
+        if self.team is None and world > 1 and fields.get("ranks", 1) != 1:
+            # each rank is a job of one rank here: ranks=k from each would count the run's processes k times over
+            log.warning(
+                "adlrec: ranks=%s was given, but rank %d registers as a job of its own: ranks=1", fields["ranks"], rank
+            )
+            fields["ranks"] = 1
         if self.team is not None:
             t = self.team
             given = fields.get("ranks")

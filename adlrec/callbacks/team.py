@@ -62,6 +62,9 @@ def form_team(node: str, job_id: str | None = None, timeout_s: float = AGREE_S) 
         group = _gloo_group(dist, timeout_s)
         dist.all_gather_object(everyone, (node, job_id or uuid.uuid4().hex[:16]), group=group)
     except Exception as exc:  # a broken group: the ranks go on as jobs of their own rather than fail training
+        # a gather that timed out leaves its group unusable: the next start makes another, as the rank that
+        # was late does at its first
+        _groups.clear()
         log.warning(
             "adlrec: the ranks could not agree on one job (%s: %s); each registers as its own", type(exc).__name__, exc
         )

@@ -152,7 +152,8 @@ def test_the_runnable_lightning_script_trains_a_model_py_with_ddp_as_one_job(tmp
 def test_ranks_without_a_process_group_are_jobs_of_their_own_though_given_one_job_id(tmp_path, monkeypatch):
     """Before the process group is up (a launcher's RANK and WORLD_SIZE only), each rank registers a job of
     its own, as its warning says: the job_id= every rank was given must not make them one job, registered
-    again by each rank (its measurements forgotten) and fed each rank's heartbeats."""
+    again by each rank (its measurements forgotten) and fed each rank's heartbeats, and a ranks= each was
+    given must not count the run's processes that many times over."""
     from adlrec.callbacks.controller import Controller
     from adlrec.client import ServiceClient
 
@@ -163,7 +164,10 @@ def test_ranks_without_a_process_group_are_jobs_of_their_own_though_given_one_jo
         for rank in range(2):  # the two ranks' adapters, as each rank's script makes them
             monkeypatch.setenv("RANK", str(rank))
             c = Controller(
-                ServiceClient(srv.url), "n1", interval_s=60.0, registration={"job_id": "run-7", "curve": STEEP}
+                ServiceClient(srv.url),
+                "n1",
+                interval_s=60.0,
+                registration={"job_id": "run-7", "curve": STEEP, "ranks": 2},
             )
             c.start(None)
             controllers.append(c)

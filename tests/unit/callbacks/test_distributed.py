@@ -20,6 +20,17 @@ def controller(node: str = "node-a") -> Controller:
     return Controller(ServiceClient(CLOSED), node, interval_s=60.0, stop_wait_s=0.1)
 
 
+def recorded() -> list[str]:
+    """The messages adlrec.callbacks logs from now on in this (rank) process, INFO and above."""
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("adlrec.callbacks")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return records
+
+
 def _teams(rank: int, init: str, out: str, job_id: str | None) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=4)
     team = form_team("node-a" if rank < 2 else "node-b", job_id)
@@ -50,11 +61,7 @@ def test_a_job_id_given_to_the_ranks_names_the_job_on_each_node(tmp_path):
 
 def _single_node(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("adlrec.callbacks").addHandler(handler)
-    logging.getLogger("adlrec.callbacks").setLevel(logging.INFO)
+    records = recorded()
     c = controller()
     c.registration["job_id"] = "run-7"
     c.start(None)
@@ -80,15 +87,15 @@ def test_on_one_node_the_job_keeps_its_given_id_and_only_the_leader_says_it_lead
 
 def _one_rank_never_starts(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("adlrec.callbacks").addHandler(handler)
-    team = form_team("node-a", timeout_s=1.0) if rank == 0 else None  # rank 1 never starts its adapter
-    with open(f"{out}.{rank}", "w") as f:
-        json.dump({"team": team and team.__dict__, "records": records}, f)
+    records = recorded()
+    team = form_team("node-a", timeout_s=1.0) if rank == 0 else None  # rank 1 does not start its adapter yet
     dist.barrier()  # rank 1 waits here for rank 0 to have given up
+    late = form_team("node-a", timeout_s=1.0) if rank == 1 else None  # and then starts it alone, too late
+    dist.barrier()
+    again = form_team("node-a", timeout_s=30.0)  # a later start of both: they agree
     dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"team": (team or late) and (team or late).__dict__, "again": again.__dict__, "records": records}, f)
 
 
 def test_a_rank_that_never_starts_its_adapter_holds_the_others_up_only_so_long(tmp_path):
@@ -96,9 +103,11 @@ def test_a_rank_that_never_starts_its_adapter_holds_the_others_up_only_so_long(t
     mp.start_processes(
         _one_rank_never_starts, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork"
     )
-    got = json.loads((tmp_path / "rank.0").read_text())
-    assert got["team"] is None
-    assert any("could not agree on one job" in m and "each registers as its own" in m for m in got["records"])
+    got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
+    for g in got:
+        assert g["team"] is None
+        assert any("could not agree on one job" in m and "each registers as its own" in m for m in g["records"])
+    assert [g["again"]["leader"] for g in got] == [True, False] and {g["again"]["ranks"] for g in got} == {2}
 
 
 def test_outside_a_process_group_there_is_no_team():
@@ -131,10 +140,7 @@ def test_a_single_process_says_nothing_of_ranks(monkeypatch, caplog):
 
 def _ranks_given(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("adlrec.callbacks").addHandler(handler)
+    records = recorded()
     c = controller()
     c.registration["ranks"] = 4  # the user's own count, wrong for this run: 2 ranks on this node
     c.start(None)
