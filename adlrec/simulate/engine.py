@@ -234,6 +234,7 @@ def _decide(
                 current_workers=r.workers,
                 requested_workers=r.job.requested_workers * r.job.gpus,
                 main_cores=r.job.main_cores,
+                ranks=r.job.ranks,
             )
             for r in running
         ),

@@ -36,6 +36,9 @@ class TraceJob:
     mem_per_worker_mb: int = 0  # whole MB per loader worker
     weight: float = 1.0  # priority under the "weighted" objective
     profile: str = ""  # the measured profile its curve was derived from, for reports
+    # ranks that step together (``--ranks lockstep``: one per GPU), as the service tells the allocator of a job of
+    # several: every policy then gives it a multiple of them; 1: its ranks load and step independently
+    ranks: int = 1
 
     def __post_init__(self) -> None:
         if not self.arrival_s >= 0 or not self.work_samples > 0:

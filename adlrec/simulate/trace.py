@@ -260,6 +260,7 @@ def build_jobs(
                 mem_per_worker_mb=params.mem_per_worker_mb,
                 weight=r.weight,
                 profile=r.profile,
+                ranks=r.gpus if lockstep else 1,
             )
         )
     return jobs

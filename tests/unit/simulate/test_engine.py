@@ -164,3 +164,13 @@ def test_jobs_finish_at_times_as_large_as_unix_milliseconds():
     (r,) = out
     assert r.jobs[2].jct_s == pytest.approx(5.0, abs=0.01)  # alone on the node: 1000 samples at 200/s
     assert all(j.finish_s > j.arrival_s for j in r.jobs)
+
+
+@pytest.mark.parametrize("name", ["even", "proportional", "greedy", "maxmin", "optimal"])
+def test_a_job_of_ranks_in_lockstep_is_given_a_multiple_of_them_as_the_service_gives_it(name):
+    from adlrec.allocate import lockstep_curve
+
+    # 2 ranks on 5 cores: 3 worker cores, of which a third worker would be wasted (W // 2 each)
+    ddp = TraceJob("ddp", 0.0, 10_000.0, lockstep_curve(STEP[:3], 2), gpus=2, ranks=2)
+    r = simulate([ddp], POLICIES[name], Node(cores=5, gpus=2), QUIET, name=name)
+    assert r.jobs[0].mean_workers == pytest.approx(2.0)
