@@ -131,8 +131,27 @@ class Controller:
                 type(loader).__name__,
             )
         self.team = form_team(self.node, self.registration.get("job_id"))
+        self.loader = loader
+        self._asked = None
+        self.meter = LoopMeter(self.window)  # a new registration: the service forgets what it measured, so do we
+        fields = dict(self.registration)
+        workers = getattr(loader, "num_workers", None)
+        if isinstance(workers, int):
+            fields.setdefault("requested_workers", workers)
+        fields = self._as_rank(fields)
+        target = self._follow if self.team is not None and not self.team.leader else self._run
+        self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped
+        self._thread = threading.Thread(target=target, args=(fields, self._stop), name="adlrec-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _as_rank(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The registration of this rank's job in a distributed run: its team's (the team's id and size), or,
+        with no team, a job of one rank of its own (said in the log; a ``job_id=`` given every rank made apart)."""
         rank, world = distributed_rank()
-        if self.team is None and world > 1:
+        t = self.team
+        if t is None:
+            if world == 1:
+                return fields
             log.warning(
                 "adlrec: rank %d of %d of a distributed run registers as a job of its own, with its own loader, as "
                 "its process group is not up yet; the service does not know that the ranks step together, so they "
@@ -141,47 +160,30 @@ class Controller:
                 rank,
                 world,
             )
-        self.loader = loader
-        self._asked = None
-        self.meter = LoopMeter(self.window)  # a new registration: the service forgets what it measured, so do we
-        fields = dict(self.registration)
-        workers = getattr(loader, "num_workers", None)
-        if isinstance(workers, int):
-            fields.setdefault("requested_workers", workers)
-        target: Callable[..., None] = self._run
-        if self.team is None and world > 1 and fields.get("job_id") is not None:
-            # a job of its own: the job_id= every rank was given would make the ranks one job, registered
-            # again by each (its measurements forgotten) and fed every rank's heartbeats
-            suffix = f"-rank{rank}"
-            fields["job_id"] = str(fields["job_id"])[: MAX_ID - len(suffix)] + suffix
-        if self.team is None and world > 1 and fields.get("ranks", 1) != 1:
-            # each rank is a job of one rank here: ranks=k from each would count the run's processes k times over
-            log.warning(
-                "adlrec: ranks=%s was given, but rank %d registers as a job of its own: ranks=1", fields["ranks"], rank
-            )
-            fields["ranks"] = 1
-        if self.team is not None:
-            t = self.team
-            given = fields.get("ranks")
-            fields |= {"job_id": t.job_id, "ranks": t.ranks}
-            if t.leader:
-                log.info(
-                    "adlrec: rank %d leads the %d ranks on node %s as job %s", t.rank, t.ranks, self.node, t.job_id
+            if fields.get("job_id") is not None:  # every rank's job_id= would make them one job, re-registered by each
+                suffix = f"-rank{rank}"
+                fields["job_id"] = str(fields["job_id"])[: MAX_ID - len(suffix)] + suffix
+            if fields.get("ranks", 1) != 1:  # ranks=k from each would count the run's processes k times over
+                log.warning(
+                    "adlrec: ranks=%s was given, but rank %d registers as a job of its own: ranks=1",
+                    fields["ranks"],
+                    rank,
                 )
-                if given is not None and given != t.ranks:
-                    log.warning(
-                        "adlrec: ranks=%s was given, but there are %d ranks of this run on node %s, each with its "
-                        "adapter: the job registers ranks=%d (docs/training.md, Distributed training)",
-                        given,
-                        t.ranks,
-                        self.node,
-                        t.ranks,
-                    )
-            else:
-                target = self._follow
-        self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped
-        self._thread = threading.Thread(target=target, args=(fields, self._stop), name="adlrec-heartbeat", daemon=True)
-        self._thread.start()
+                fields["ranks"] = 1
+            return fields
+        given = fields.get("ranks")
+        if t.leader:
+            log.info("adlrec: rank %d leads the %d ranks on node %s as job %s", t.rank, t.ranks, self.node, t.job_id)
+            if given is not None and given != t.ranks:
+                log.warning(
+                    "adlrec: ranks=%s was given, but there are %d ranks of this run on node %s, each with its "
+                    "adapter: the job registers ranks=%d (docs/training.md, Distributed training)",
+                    given,
+                    t.ranks,
+                    self.node,
+                    t.ranks,
+                )
+        return fields | {"job_id": t.job_id, "ranks": t.ranks}
 
     def batch_fetched(self) -> None:
         self.meter.fetched(self.clock())
