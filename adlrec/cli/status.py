@@ -17,9 +17,6 @@ from adlrec.errors import AdlrecError, UsageError
 
 __all__ = ["add_commands", "fetch_status", "status_text"]
 
-DEFAULT_URL = "http://127.0.0.1:8470"  # `adlrec serve`'s address, as the callbacks' default
-URL_VARIABLE = "ADLREC_SERVICE_URL"
-
 
 class ServiceError(AdlrecError):
     """The service did not answer, or answered with an error: not the user's input (exit code 1)."""
@@ -34,14 +31,18 @@ def add_commands(sub) -> None:
         description="Read the allocation service's nodes, current plans and active jobs and print them per node: "
         "each job's planned workers, what it runs with and measured, and the plan's reason. Reads only.",
     )
-    st.add_argument("--url", default=None, help=f"the service's address (default: ${URL_VARIABLE}, else {DEFAULT_URL})")
+    st.add_argument(
+        "--url",
+        default=None,
+        help="the service's address (default: $ADLREC_SERVICE_URL, else the callbacks' default, http://127.0.0.1:8470)",
+    )
     st.add_argument("--node", default=None, help="only this node")
     st.add_argument("--json", action="store_true", help="print the nodes, plans and active jobs as one JSON object")
     st.set_defaults(handler=_cmd_status)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from adlrec.callbacks._build import check_url
+    from adlrec.callbacks._build import DEFAULT_URL, URL_VARIABLE, check_url  # the address the callbacks use
 
     url = args.url if args.url is not None else os.environ.get(URL_VARIABLE, DEFAULT_URL)
     try:
@@ -85,7 +86,7 @@ def _get(http: Any, base: str, path: str, params: dict[str, str] | None = None) 
     except httpx.TransportError as exc:
         raise ServiceError(
             f"no adlrec service answers at {base} ({type(exc).__name__}: {exc}); start one with `adlrec serve`, "
-            f"or give --url or {URL_VARIABLE}"
+            "or give --url or ADLREC_SERVICE_URL"
         ) from None
     if r.status_code != 200:
         try:
