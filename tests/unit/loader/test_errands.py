@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 import torch
@@ -122,7 +123,10 @@ def test_a_grow_starts_its_pool_in_a_spare_thread_started_before_the_resize():
     loader = ResizableLoader(Squares(), 4, num_workers=1, multiprocessing_context="fork")
     with loader:
         it = iter(loader)
-        seen = [next(it) for _ in range(3)]
+        seen = []
+        for _ in range(3):  # a training step between batches: without one the measured batch time is the
+            seen.append(next(it))  # prefetch's (~0.1 ms under load), and the handover would reach past the epoch
+            time.sleep(0.02)
         spares = {t.ident for t in threading.enumerate() if t.name == "adlrec-loader-start"}
         assert len(spares) == resizable.SPARE_STARTERS  # started with the epoch's workers
         loader.resize(2)
