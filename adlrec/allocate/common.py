@@ -64,8 +64,12 @@ def build_plan(
     for i, (j, w) in enumerate(zip(request.jobs, workers, strict=True)):
         if j.current_workers is None or j.current_workers == w:
             what = f"{w} worker{'' if w == 1 else 's'}"
+            per_rank = f"{w // j.ranks} per rank"
         else:
             what = f"{j.current_workers} -> {w} workers"
+            per_rank = f"{j.current_workers // j.ranks} -> {w // j.ranks} per rank"
+        if j.ranks > 1:  # the service tells each rank its share: say it, as users read the reason per rank
+            what = f"{what} ({per_rank}, {j.ranks} ranks)"
         if j.peak > 0:
             reason = f"{what}, {j.curve[w] / j.peak:.0%} of its peak"
         else:

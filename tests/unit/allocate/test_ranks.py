@@ -105,3 +105,13 @@ def test_any_policy_gives_a_lockstep_job_a_multiple_of_its_ranks(rank_curve, ran
 def test_a_demands_ranks_must_be_a_whole_number_from_1(ranks):
     with pytest.raises(ValueError, match="ranks"):
         JobDemand("j", (1.0, 2.0, 3.0), ranks=ranks)
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_plans_reason_for_a_job_of_ranks_says_what_each_rank_gets(policy):
+    curve = lockstep_curve([10.0, 50.0, 90.0, 95.0], 2)
+    jobs = (JobDemand("ddp", curve, gpus=2, main_cores=2, ranks=2, current_workers=2, requested_workers=4),)
+    plan = POLICIES[policy](AllocationRequest(cores=6, memory_mb=0, jobs=jobs, threshold=0.0))
+    w = plan.workers["ddp"]
+    said = "2 workers (1 per rank, 2 ranks)" if w == 2 else f"2 -> {w} workers (1 -> {w // 2} per rank, 2 ranks)"
+    assert plan.reasons["ddp"].startswith(said), plan.reasons["ddp"]
