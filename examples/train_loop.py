@@ -2,6 +2,7 @@
 
     adlrec serve &                                          # the service, on 127.0.0.1:8470
     python examples/train_loop.py examples/image.py --device emulate:20 --epochs 3
+    torchrun --standalone --nproc-per-node 2 examples/train_loop.py examples/image.py   # DDP: one job of 2 ranks
 
 It probes the job briefly (the features the service predicts its curve from), registers it, and trains
 with an ``adlrec.loader.ResizableLoader`` under ``ADLLoop``: every heartbeat reports the measured
@@ -9,6 +10,12 @@ throughput and data-wait share, and each new plan resizes the loader mid-epoch w
 repeating a sample.  With the service down it trains on with the workers it has.  ``--no-service``
 trains with a fixed worker count (a baseline).  Prints one JSON line: samples, seconds, samples/s,
 the worker counts it ran with.
+
+Under ``torchrun`` (its ``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK``), each process is a rank of a DDP run:
+it joins the process group (NCCL on CUDA, gloo otherwise), trains a ``DistributedDataParallel`` model on
+its ``DistributedSampler`` shard (an emulated step waits for every rank, as gradient sync does), and
+the ranks on this node are one job of the service.  Each rank prints its own JSON line.  Name the node
+with ``--node-name`` there: torchrun reads a ``--node`` anywhere on its line as a prefix of its own options.
 """
 
 from __future__ import annotations
@@ -26,8 +33,41 @@ from adlrec.errors import AdlrecError
 from adlrec.job import load_job
 from adlrec.loader import ResizableLoader
 from adlrec.predict.probe import probe_job
-from adlrec.profile.device import make_step, parse_device
+from adlrec.profile.device import EmulatedStep, make_step, parse_device
 from adlrec.profile.hardware import detect_hardware
+
+
+def join_run(device) -> tuple[int, int]:
+    """This process's rank and the run's size: under torchrun, after joining its process group."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    import torch
+    import torch.distributed as dist
+
+    if device.kind == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if device.kind == "cuda" else "gloo")  # torchrun's env:// rendezvous
+    return dist.get_rank(), world
+
+
+def distributed_step(step):
+    """The step of one rank: a DDP model's (its backward syncs gradients), or an emulated step that waits
+    for every rank after its own time, as that sync would."""
+    import torch
+    import torch.distributed as dist
+
+    if not isinstance(step, EmulatedStep):
+        local = [torch.cuda.current_device()] if step.device.type == "cuda" else None
+        step.model = torch.nn.parallel.DistributedDataParallel(step.model, device_ids=local)
+        return step
+    ready = torch.zeros(1)
+
+    def lockstep(batch) -> None:
+        step(batch)
+        dist.all_reduce(ready)
+
+    return lockstep
 
 
 def main() -> int:
@@ -37,12 +77,17 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2, help="workers to start with")
     ap.add_argument("--url", default=os.environ.get("ADLREC_SERVICE_URL", "http://127.0.0.1:8470"))
-    ap.add_argument("--node", default=None, help="the node's name at the service (default: this host's name)")
+    ap.add_argument(  # --node-name under torchrun, whose own options --node-rank/--node_rank take --node as theirs
+        "--node", "--node-name", dest="node", default=None, help="the node's name at the service (default: this host's)"
+    )
     ap.add_argument("--job-id", default=None)
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
     ap.add_argument("--no-service", action="store_true", help="train with --workers throughout")
     ap.add_argument(
-        "--main-cores", type=int, default=1, help="cores the training process needs (0 fits an emulated step)"
+        "--main-cores",
+        type=int,
+        default=None,
+        help="cores the training processes need (default: one per rank; 0 fits an emulated step)",
     )
     args = ap.parse_args()
     # adlrec's callback says on stderr what it does: each plan applied, a service away or back
@@ -53,11 +98,19 @@ def main() -> int:
         settings = load_settings()
         job = load_job(args.model_py, data_dir=settings.datasets_dir)
         device = parse_device(args.device)
+        rank, world = join_run(device)  # first: on CUDA it picks this rank's GPU for the model
         step = make_step(job, device)
+        dataset, sampler = job.dataset(), None  # one process: the loader shuffles; DDP: each rank its shard
+        if world > 1:
+            from torch.utils.data import DistributedSampler
+
+            step = distributed_step(step)
+            sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=0)
         loader = ResizableLoader(
-            job.dataset(),
+            dataset,
             batch_size=job.batch_size,
-            shuffle=True,
+            shuffle=sampler is None,
+            sampler=sampler,
             seed=0,
             num_workers=args.workers,
             collate_fn=job.collate_fn,
@@ -78,7 +131,7 @@ def main() -> int:
                 probe=probe.features.to_dict(),
                 interval_s=args.interval,
                 job_id=args.job_id,
-                main_cores=args.main_cores,
+                **({} if args.main_cores is None else {"main_cores": args.main_cores}),
             )
     except (AdlrecError, ValueError, TypeError) as exc:
         print(f"train_loop.py: error: {exc}", file=sys.stderr)
@@ -88,13 +141,17 @@ def main() -> int:
     start, started_at = time.perf_counter(), time.time()
     with loader:
         if adl is None:
-            for _ in range(args.epochs):
+            for epoch in range(args.epochs):
+                if sampler is not None:
+                    sampler.set_epoch(epoch)  # each epoch its own shuffle, the same on every rank
                 for batch in loader:
                     step(batch)
                     samples += batch_samples(batch)  # the last batch of an epoch may be short
         else:
             with adl:
-                for _ in range(args.epochs):
+                for epoch in range(args.epochs):
+                    if sampler is not None:
+                        sampler.set_epoch(epoch)
                     for batch in adl.iterate():
                         step(batch)
                         samples += batch_samples(batch)
@@ -107,7 +164,13 @@ def main() -> int:
         "seconds": round(seconds, 3),
         "samples_per_s": round(samples / seconds, 1),
     }
+    if world > 1:
+        out |= {"rank": rank, "world_size": world}
     print(json.dumps(out | {"workers": used, "started_at": started_at, "ended_at": started_at + seconds}))
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
     return 0
 
 

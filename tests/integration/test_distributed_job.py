@@ -178,3 +178,35 @@ def test_ranks_without_a_process_group_are_jobs_of_their_own_though_given_one_jo
         ("run-7-rank0", 1, "finished"),
         ("run-7-rank1", 1, "finished"),
     ]
+
+
+@pytest.mark.parametrize("device", ["emulate:5", "cpu"])
+def test_the_runnable_plain_loop_script_under_torchrun_is_one_job_of_two_ranks(tmp_path, tiny_job_path, device):
+    """``torchrun --nproc-per-node 2 examples/train_loop.py``: what a user types for a DDP run of a plain loop
+    (``cpu``: a real DistributedDataParallel model on gloo; ``emulate``: a timed step the ranks sync after)."""
+    settings = service_settings(tmp_path, service_debounce_s=0.05, service_token=None)
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path / "d"), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    script = ROOT / "examples" / "train_loop.py"
+    with LiveServer(create_app(settings)) as srv:
+        argv = [str(tiny_job_path), "--device", device, "--epochs", "3", "--url", srv.url, "--node-name", "n1"]
+        run = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
+            + argv
+            + ["--interval", "0.1", "--job-id", "loop-ddp"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        jobs = httpx.get(f"{srv.url}/jobs", timeout=10).json()
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = sorted(
+        (json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")), key=lambda o: o["rank"]
+    )
+    # each rank trains its half of the 64 samples, 3 epochs
+    assert [(o["rank"], o["world_size"], o["samples"]) for o in said] == [(0, 2, 96), (1, 2, 96)]
+    assert "rank 0 leads the 2 ranks on node n1 as job loop-ddp" in run.stderr
+    assert [(j["job_id"], j["node"], j["ranks"], j["gpus"], j["main_cores"], j["status"]) for j in jobs] == [
+        ("loop-ddp", "n1", 2, 2, 2, "finished")
+    ]
