@@ -36,8 +36,12 @@ class InnerLoader(DataLoader):
         return PoolIterator(self) if self.num_workers > 0 else super()._get_iterator()
 
 
+DEATH_SEEN_S = 2.0  # how long a pipe reset by a worker waits for that worker's exit to show
+
+
 class PoolIterator(_MultiProcessingDataLoaderIter):
-    """Torch's worker iterator, safe to collect after a start that failed (out of files or processes).
+    """Torch's worker iterator, safe to collect after a start that failed (out of files or processes),
+    and naming a worker that died while its batch was being received.
 
     Torch sets ``_shutdown`` part-way through ``__init__``; a start failing before that left an object
     whose ``__del__`` raised ``AttributeError`` to stderr.  Until ``__init__`` sets it there is nothing
@@ -52,6 +56,33 @@ class PoolIterator(_MultiProcessingDataLoaderIter):
         except BaseException:
             self._stop_half_made()
             raise
+
+    def _try_get_data(self, timeout: float = _utils.MP_STATUS_CHECK_INTERVAL) -> tuple[bool, Any]:
+        """Torch's, but a worker killed while the loop received its batch is named, as torch names
+        one it finds dead.  A batch's tensors come through the worker's own socket: killed then, the
+        worker closes it before the kernel shows it exited, so torch's check (``is_alive``) right
+        after the reset still saw it alive and let ``ConnectionResetError`` through (seen under load
+        in CI).  Here the reset waits up to ``DEATH_SEEN_S`` for a worker's exit to show."""
+        try:
+            return super()._try_get_data(timeout)
+        except (ConnectionError, EOFError) as exc:
+            dead = self._dead_workers(DEATH_SEEN_S)
+            if not dead:
+                raise
+            raise RuntimeError(
+                f"DataLoader worker (pid(s) {', '.join(str(w.pid) for w in dead)}) exited unexpectedly"
+            ) from exc
+
+    def _dead_workers(self, wait_s: float) -> list[Any]:
+        """The workers still counted on that have exited (each marked so), looking for up to ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            dead = [(i, w) for i, w in enumerate(self._workers) if self._workers_status[i] and not w.is_alive()]
+            if dead or time.monotonic() >= deadline:
+                for i, _ in dead:
+                    self._mark_worker_as_unavailable(i)
+                return [w for _, w in dead]
+            time.sleep(0.01)
 
     def _stop_half_made(self) -> None:
         """A start that failed part-way: stop the workers it did start now, not when (or where) the
