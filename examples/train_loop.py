@@ -70,6 +70,27 @@ def distributed_step(step):
     return lockstep
 
 
+def node_probe(job, device, settings, rank: int, world: int) -> dict:
+    """The job's probe features, measured once per node.  Ranks probing at once would share the node's
+    cores and each measure a fraction of what the job gets; here the node's first local rank probes (the
+    others wait in the gather) and every rank of the node takes its features."""
+
+    def probe() -> dict:
+        result = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+        if world > 1:
+            print(f"train_loop.py: rank {rank} probed the job for its node in {result.seconds:.1f} s", file=sys.stderr)
+        return result.features.to_dict()
+
+    if world == 1:
+        return probe()
+    import torch.distributed as dist
+
+    node = os.environ.get("GROUP_RANK", "0")  # torchrun's node rank
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, (node, probe() if os.environ.get("LOCAL_RANK", "0") == "0" else None))
+    return next(features for n, features in everyone if n == node and features is not None)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model_py")
@@ -120,7 +141,7 @@ def main() -> int:
         if not args.no_service:  # before the probe, which takes seconds
             check_arguments("ADLLoop", url=args.url, node=args.node, token=token, interval_s=args.interval)
         # Probed in both modes, so a baseline run pays the same start-up as a run under the service.
-        probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+        probe = node_probe(job, device, settings, rank, world)
         adl = None
         if not args.no_service:
             adl = ADLLoop(
@@ -128,7 +149,7 @@ def main() -> int:
                 url=args.url,
                 token=token,
                 node=args.node,
-                probe=probe.features.to_dict(),
+                probe=probe,
                 interval_s=args.interval,
                 job_id=args.job_id,
                 **({} if args.main_cores is None else {"main_cores": args.main_cores}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -207,6 +208,8 @@ def test_the_runnable_plain_loop_script_under_torchrun_is_one_job_of_two_ranks(t
     # each rank trains its half of the 64 samples, 3 epochs
     assert [(o["rank"], o["world_size"], o["samples"]) for o in said] == [(0, 2, 96), (1, 2, 96)]
     assert "rank 0 leads the 2 ranks on node n1 as job loop-ddp" in run.stderr
+    # one probe for the node, not two sharing its cores
+    assert re.findall(r"rank (\d) probed the job for its node", run.stderr) == ["0"]
     assert [(j["job_id"], j["node"], j["ranks"], j["gpus"], j["main_cores"], j["status"]) for j in jobs] == [
         ("loop-ddp", "n1", 2, 2, 2, "finished")
     ]
