@@ -132,7 +132,12 @@ def status_text(state: dict[str, Any], now: float) -> Any:
             "heard",
             "why",
         ):
-            table.add_column(col, justify="left" if col in ("job", "why") else "right")
+            # an id is never cut short (rich's default for a column too narrow is "…"): it wraps, as in the web UI
+            table.add_column(
+                col,
+                justify="left" if col in ("job", "why") else "right",
+                overflow="fold" if col == "job" else "ellipsis",
+            )
         for j in jobs[n["name"]]:
             table.add_row(*_job_row(j, plan, now))
         parts.append(table)

@@ -95,3 +95,15 @@ def test_a_service_without_nodes_says_what_makes_one(tmp_path, capsys):
     with LiveServer(create_app(service_settings(tmp_path))) as srv:
         assert main(["status", "--url", srv.url]) == 0
     assert "knows no node yet: a job's registration names its node" in capsys.readouterr().out
+
+
+def test_a_long_job_id_is_shown_whole_not_cut_short(tmp_path, capsys):
+    """An id of the 128 characters the API allows wraps in its column: cut to "jxxx…" it could not be told
+    from another nor copied (to open its page, #job/<id>)."""
+    long_id = "j" + "x" * 100 + "-tail-" + "y" * 21
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, httpx.Client(base_url=srv.url) as http:
+        body = {"job_id": long_id, "node": "gpu-01", "curve": RISING}
+        assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+        assert main(["status", "--url", srv.url]) == 0
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert "".join(cells[1].strip() for cells in rows) == long_id
