@@ -65,24 +65,51 @@ def fetch_status(url: str, node: str | None = None, timeout_s: float = 10.0) -> 
 
     base = url.rstrip("/")
     with httpx.Client(base_url=base, timeout=timeout_s) as http:
-        nodes = _get(http, base, "/nodes")
+        nodes = _get(http, base, "/nodes", keys=_NODE_KEYS)
         if node is not None and node not in {n["name"] for n in nodes}:
             known = ", ".join(sorted(n["name"] for n in nodes)) or "none yet"
             raise UsageError(f"--node: the service at {base} knows no node {node!r} (known: {known})")
-        plans = _get(http, base, "/plans/current")
+        plans = _get(http, base, "/plans/current", keys=_PLAN_KEYS)
         params = {"status": "active"} | ({"node": node} if node is not None else {})
-        jobs = _get(http, base, "/jobs", params)
+        jobs = _get(http, base, "/jobs", params, keys=_JOB_KEYS)
     if node is not None:
         nodes = [n for n in nodes if n["name"] == node]
         plans = [p for p in plans if p["node"] == node]
     return {"url": base, "nodes": nodes, "plans": plans, "jobs": jobs}
 
 
-def _get(http: Any, base: str, path: str, params: dict[str, str] | None = None) -> Any:
+# what status_text reads of each answer: another program's JSON (a wrong --url) is said so, not a traceback
+_NODE_KEYS = frozenset({"name", "cores", "memory_mb", "active_jobs"})
+_PLAN_KEYS = frozenset({"node", "plan_id", "policy", "cores_used", "workers", "throughput", "reasons"})
+_JOB_KEYS = frozenset(
+    {
+        "job_id",
+        "node",
+        "gpus",
+        "assignment",
+        "curve",
+        "last_seen",
+        "reported_workers",
+        "reported_throughput",
+        "data_wait",
+    }
+)
+
+
+def _get(
+    http: Any, base: str, path: str, params: dict[str, str] | None = None, *, keys: frozenset[str]
+) -> list[dict[str, Any]]:
+    """The answer to ``GET path``: a list of objects, each with ``keys`` (else a :class:`ServiceError`)."""
     import httpx
 
     try:
         r = http.get(path, params=params)
+    except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+        # it took the connection, so a service is there: it is busy or stuck, and `adlrec serve` is no advice
+        raise ServiceError(
+            f"the service at {base} took the connection but did not answer GET {path} within "
+            f"{http.timeout.read:g} s ({type(exc).__name__}); it may be busy: try again, or see its log"
+        ) from None
     except httpx.TransportError as exc:
         raise ServiceError(
             f"no adlrec service answers at {base} ({type(exc).__name__}: {exc}); start one with `adlrec serve`, "
@@ -95,11 +122,17 @@ def _get(http: Any, base: str, path: str, params: dict[str, str] | None = None) 
             detail = r.text
         raise ServiceError(f"the service at {base} answered GET {path} with {r.status_code}: {str(detail)[:300]}")
     try:
-        return r.json()
+        data = r.json()
     except ValueError:
         raise ServiceError(
             f"{base} answered GET {path} with something that is not JSON: is it an adlrec service?"
         ) from None
+    if not isinstance(data, list) or not all(isinstance(x, dict) and keys <= x.keys() for x in data):
+        raise ServiceError(
+            f"{base} answered GET {path} with JSON that is not an adlrec service's answer "
+            f"(a list of objects with {', '.join(sorted(keys))}): is it an adlrec service?"
+        )
+    return data
 
 
 def status_text(state: dict[str, Any], now: float) -> Any:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import threading
 
 import httpx
 import pytest
 
 from adlrec.cli import main
+from adlrec.cli.status import ServiceError, fetch_status
 from adlrec.service import create_app
 from tests.service_helpers import LiveServer, server_with_breakable_store, service_settings
 
@@ -107,3 +111,48 @@ def test_a_long_job_id_is_shown_whole_not_cut_short(tmp_path, capsys):
         assert main(["status", "--url", srv.url]) == 0
     rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
     assert "".join(cells[1].strip() for cells in rows) == long_id
+
+
+def test_a_service_that_takes_the_connection_but_does_not_answer_is_said_busy_not_absent():
+    """A listening socket that never answers (a stuck or overloaded service): no "start one with adlrec serve"."""
+    with socket.create_server(("127.0.0.1", 0)) as sock:  # the kernel takes connections; nobody reads them
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(ServiceError) as err:
+            fetch_status(url, timeout_s=0.2)
+    assert str(err.value) == (
+        f"the service at {url} took the connection but did not answer GET /nodes within 0.2 s (ReadTimeout); "
+        "it may be busy: try again, or see its log"
+    )
+
+
+class _OtherJSONService(http.server.BaseHTTPRequestHandler):
+    """Another program's JSON API, where a wrong --url points: 200 and JSON, not an adlrec service's."""
+
+    answer = b'{"detail": "hello"}'
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(self.answer)))
+        self.end_headers()
+        self.wfile.write(self.answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("answer", [b'{"detail": "hello"}', b"[1, 2]", b"{}", b'[{"name": "n"}]'])
+@pytest.mark.parametrize("argv", [[], ["--node", "n"], ["--json"]])
+def test_another_programs_json_is_one_line_not_a_traceback(capsys, monkeypatch, answer, argv):
+    monkeypatch.setattr(_OtherJSONService, "answer", answer)
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtherJSONService) as srv:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        try:
+            assert main(["status", "--url", url, *argv]) == 1
+        finally:
+            srv.shutdown()
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.count("\n") == 1
+    assert out.err.startswith(f"adlrec: error: {url} answered GET /nodes with JSON that is not an adlrec service's")
