@@ -71,6 +71,12 @@ def main() -> int:
         device = parse_device("auto")
         if args.devices < 1:
             raise ValueError(f"--devices must be a whole number >= 1, got {args.devices}")
+        if args.epochs < 1:  # Lightning's max_epochs=-1 trains without end, 0 trains nothing
+            raise ValueError(f"--epochs must be a whole number >= 1, got {args.epochs}")
+        if args.workers > 256:  # the service's bound: it would refuse the registration, and the job train unplanned
+            raise ValueError(
+                f"--workers must be at most 256, the most the service plans for a loader, got {args.workers}"
+            )
         trainer = L.Trainer(
             max_epochs=args.epochs,
             accelerator="gpu" if device.kind == "cuda" else "cpu",

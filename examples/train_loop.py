@@ -36,6 +36,8 @@ from adlrec.predict.probe import probe_job
 from adlrec.profile.device import EmulatedStep, make_step, parse_device
 from adlrec.profile.hardware import detect_hardware
 
+MAX_WORKERS = 256  # the service's bound on a loader's workers (adlrec.service.api.Workers)
+
 
 def join_run(device) -> tuple[int, int]:
     """This process's rank and the run's size: under torchrun, after joining its process group."""
@@ -91,6 +93,19 @@ def node_probe(job, device, settings, rank: int, world: int) -> dict:
     return next(features for n, features in everyone if n == node and features is not None)
 
 
+def check_counts(epochs: int, workers: int, *, service: bool) -> None:
+    """``--epochs`` and ``--workers`` as the run can use them: an epoch count below 1 trained nothing and said
+    0 samples/s; a worker count past the service's bound (256) was refused at registration, after the probe,
+    and the job trained unplanned."""
+    if epochs < 1:
+        raise ValueError(f"--epochs must be a whole number >= 1, got {epochs}")
+    if service and workers > MAX_WORKERS:
+        raise ValueError(
+            f"--workers must be at most {MAX_WORKERS}, the most the service plans for a loader, got {workers} "
+            "(--no-service trains with any count)"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model_py")
@@ -116,6 +131,7 @@ def main() -> int:
     logging.getLogger("adlrec").setLevel(logging.INFO)
 
     try:  # a mistake in the arguments or the model.py: one line, before anything starts
+        check_counts(args.epochs, args.workers, service=not args.no_service)
         settings = load_settings()
         job = load_job(args.model_py, data_dir=settings.datasets_dir)
         device = parse_device(args.device)
