@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adlrec.schemas import MAX_WORKERS
+
 __all__ = ["Settings", "load_settings", "sqlite_file"]
 
 
@@ -81,7 +83,7 @@ class Settings(BaseSettings):
     service_node_memory_mb: int = Field(default=0, ge=0)
     # Most loader workers any job (each rank of a job of several) may be given: the length of every curve the
     # service predicts.
-    service_max_workers: int = Field(default=32, ge=1, le=256)
+    service_max_workers: int = Field(default=32, ge=1, le=MAX_WORKERS)
     # Weight of a new heartbeat in the running mean of a measured point (1: the latest replaces it).
     service_measure_alpha: float = Field(default=0.5, gt=0, le=1)
     # Registry alias of the throughput model the service predicts with.

@@ -22,6 +22,7 @@ __all__ = [
     "GpuInfo",
     "Hardware",
     "JobDemand",
+    "MAX_WORKERS",
     "OBJECTIVES",
     "Profile",
     "ProfilePoint",
@@ -33,6 +34,9 @@ __all__ = [
 # relative error each point is measured to by default (Settings.rse_target), so the points within it
 # of the best cannot be told apart from it.
 ENOUGH_SHARE = 0.95
+
+# the most DataLoader workers the service plans for one loader (one rank's): its API's bound
+MAX_WORKERS = 256
 
 
 @dataclass(frozen=True)

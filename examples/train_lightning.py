@@ -31,6 +31,7 @@ from adlrec.loader import ResizableLoader
 from adlrec.predict.probe import probe_job
 from adlrec.profile.device import parse_device
 from adlrec.profile.hardware import detect_hardware
+from adlrec.schemas import MAX_WORKERS
 
 
 class JobModule(L.LightningModule):
@@ -73,9 +74,9 @@ def main() -> int:
             raise ValueError(f"--devices must be a whole number >= 1, got {args.devices}")
         if args.epochs < 1:  # Lightning's max_epochs=-1 trains without end, 0 trains nothing
             raise ValueError(f"--epochs must be a whole number >= 1, got {args.epochs}")
-        if args.workers > 256:  # the service's bound: it would refuse the registration, and the job train unplanned
+        if args.workers > MAX_WORKERS:  # the service would refuse the registration, and the job train unplanned
             raise ValueError(
-                f"--workers must be at most 256, the most the service plans for a loader, got {args.workers}"
+                f"--workers must be at most {MAX_WORKERS}, the most the service plans for a loader, got {args.workers}"
             )
         trainer = L.Trainer(
             max_epochs=args.epochs,

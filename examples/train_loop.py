@@ -35,8 +35,7 @@ from adlrec.loader import ResizableLoader
 from adlrec.predict.probe import probe_job
 from adlrec.profile.device import EmulatedStep, make_step, parse_device
 from adlrec.profile.hardware import detect_hardware
-
-MAX_WORKERS = 256  # the service's bound on a loader's workers (adlrec.service.api.Workers)
+from adlrec.schemas import MAX_WORKERS
 
 
 def join_run(device) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from adlrec.callbacks.meter import LoopMeter
 from adlrec.callbacks.team import MAX_ID, Team, form_team
+from adlrec.schemas import MAX_WORKERS
 
 __all__ = ["Controller", "Resizable", "ServiceLike", "check_interval", "distributed_rank"]
 
@@ -136,8 +137,16 @@ class Controller:
         self.meter = LoopMeter(self.window)  # a new registration: the service forgets what it measured, so do we
         fields = dict(self.registration)
         workers = getattr(loader, "num_workers", None)
-        if isinstance(workers, int):
-            fields.setdefault("requested_workers", workers)
+        if isinstance(workers, int) and "requested_workers" not in fields:
+            if workers > MAX_WORKERS:  # the service would refuse the registration, and the job go unplanned
+                log.warning(
+                    "adlrec: the loader has %d workers; the service plans at most %d for a loader, so the job "
+                    "registers as having asked for %d",
+                    workers,
+                    MAX_WORKERS,
+                    MAX_WORKERS,
+                )
+            fields["requested_workers"] = min(workers, MAX_WORKERS)
         fields = self._as_rank(fields)
         target = self._follow if self.team is not None and not self.team.leader else self._run
         self._stop = threading.Event()  # its own: a thread left behind by a stop that timed out stays stopped

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from adlrec.schemas import MAX_WORKERS
 from adlrec.service.recompute import effective_curve
 from adlrec.service.records import Assignment, JobRecord, MeasuredPoint, NodeInfo, PlanRecord
 
@@ -32,7 +33,7 @@ __all__ = [
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")]
 Rate = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 PositiveRate = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
-Workers = Annotated[int, Field(ge=0, le=256)]
+Workers = Annotated[int, Field(ge=0, le=MAX_WORKERS)]
 
 
 class _In(BaseModel):

@@ -137,6 +137,28 @@ def test_a_plain_dataloader_is_measured_and_reported_at_its_count_but_never_resi
     assert any("DataLoader, which cannot change workers" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_a_loader_of_more_workers_than_the_service_plans_registers_at_its_bound(tmp_path, caplog):
+    """300 workers asked of a loader (none started: nothing iterates it): the registration says 256, the most
+    the service plans for a loader, instead of being refused (422) and the job going unplanned."""
+    settings = service_settings(tmp_path, service_debounce_s=0.05, service_token=None)
+    many = torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=300)
+    with LiveServer(create_app(settings)) as srv, caplog.at_level(logging.WARNING, logger="adlrec.callbacks"):
+        client = ServiceClient(srv.url)
+        controller = Controller(client, "n6", interval_s=0.05, registration={"curve": STEEP, "job_id": "many"})
+        try:
+            controller.start(many)
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{srv.url}/jobs/many", timeout=10).status_code == 404 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            job = httpx.get(f"{srv.url}/jobs/many", timeout=10).json()
+        finally:
+            controller.stop()
+            client.close()
+    assert job["requested_workers"] == 256
+    assert any("the loader has 300 workers; the service plans at most 256" in r.getMessage() for r in caplog.records)
+
+
 class Pairs(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return 96
