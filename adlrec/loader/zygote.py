@@ -29,6 +29,7 @@ training process dies.
 
 from __future__ import annotations
 
+import array
 import errno
 import io
 import os
@@ -320,9 +321,11 @@ def _serve(sock: socket.socket, alive_r: int) -> None:
                 _reap(status)
             if sock in ready:
                 try:
-                    fds = reduction.recvfds(sock, MAX_FDS + 2)
+                    fds = _receive_request(sock)
                 except EOFError:
                     return
+                if fds is None:  # cut short: a failed start for the requester, and the zygote goes on
+                    continue
                 child_r, child_w, *inherited = fds
                 try:
                     pid = os.fork()
@@ -362,6 +365,27 @@ def _serve(sock: socket.socket, alive_r: int) -> None:
                 except BrokenPipeError:  # the requester is gone
                     pass
                 status[pid] = child_w
+
+
+def _receive_request(sock: socket.socket) -> list[int] | None:
+    """A request's file descriptors (``reduction.sendfds``'s message), or None if the kernel could not pass
+    them all: the zygote out of files (MSG_CTRUNC; it closes those it could not pass).  ``recvfds`` raised
+    then, which ended the zygote and with it the status pipes of the workers it had forked, so the loop
+    took those running workers for dead.  Here the ones received are closed: the requester reads the end
+    of its status pipe, a failed start, and the zygote goes on serving."""
+    a = array.array("i")
+    msg, ancdata, flags, _ = sock.recvmsg(1, socket.CMSG_SPACE(a.itemsize * (MAX_FDS + 2)))
+    if not msg and not ancdata:
+        raise EOFError
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            a.frombytes(data[: len(data) - len(data) % a.itemsize])
+    fds = list(a)
+    if flags & socket.MSG_CTRUNC or not msg or len(fds) % 256 != msg[0] or len(fds) < 2:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return fds
 
 
 def _reap(status: dict[int, int]) -> None:

@@ -256,3 +256,33 @@ def test_failed_forks_leave_no_file_open(monkeypatch):
         monkeypatch.undo()
     time.sleep(0.1)
     assert open_fds() == fds
+
+
+def test_a_zygote_out_of_files_refuses_the_request_it_cannot_receive_whole_and_goes_on():
+    """The kernel passes a request's descriptors only while the receiver has files left, and closes the rest
+    (MSG_CTRUNC): the zygote closes those it got and goes on (``recvfds`` raised, which ended the zygote and
+    made the workers it had forked look dead to the loop)."""
+    import socket
+    from multiprocessing import reduction
+
+    from adlrec.loader.zygote import _receive_request
+
+    ours, theirs = socket.socketpair()
+    pipes = [os.pipe() for _ in range(4)]
+    sent = [fd for pair in pipes for fd in pair]
+    try:
+        before = open_fds()
+        reduction.sendfds(ours, sent)
+        with open_files_left(3):
+            assert _receive_request(theirs) is None
+        assert open_fds() == before  # none of the three it got is left open
+        reduction.sendfds(ours, sent)
+        got = _receive_request(theirs)  # files enough: the whole request
+        assert got is not None and len(got) == len(sent)
+        for fd in got:
+            os.close(fd)
+    finally:
+        for fd in sent:
+            os.close(fd)
+        ours.close()
+        theirs.close()

@@ -50,3 +50,15 @@ def test_a_pipe_reset_with_every_worker_alive_is_not_blamed_on_one():
         assert all(w.is_alive() for w in it._workers)
     finally:
         it._shutdown_workers()
+
+
+def test_the_modules_a_pool_start_imports_are_imported_with_the_loader():
+    """A first import inside a resize's start thread, when the process is out of files, failed, and left the
+    module half made for the next start thread (an ImportError reached the loop): a fresh interpreter that
+    imports the loader has them already."""
+    import subprocess
+    import sys
+
+    code = "import sys, adlrec.loader; print('multiprocessing.synchronize' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "True"
