@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import errno
-import multiprocessing.synchronize  # noqa: F401  # see below
+
+# A pool's queues import ``multiprocessing.synchronize`` the first time one is made, which may be in a
+# resize's start thread while the process is out of files: that import then failed (EMFILE reading its
+# source), and a second start thread, finding it half made, raised an ImportError the loader does not
+# take for a start failure, so it reached the training loop.  Imported here, with the loader, instead.
+import multiprocessing.synchronize  # noqa: F401
 import threading
 import time
 from collections.abc import Iterator
@@ -20,11 +25,6 @@ from adlrec.loader.workers import WorkerGate
 from adlrec.loader.zygote import Zygote
 
 __all__ = ["BatchRange", "InnerLoader", "Pool", "shutdown"]
-
-# A pool's queues import ``multiprocessing.synchronize`` the first time one is made, which may be in a
-# resize's start thread while the process is out of files: that import then failed (EMFILE reading its
-# source), and a second start thread, finding it half made, raised an ImportError the loader does not
-# take for a start failure, so it reached the training loop.  Imported here, with the loader, instead.
 
 
 class InnerLoader(DataLoader):
