@@ -15,6 +15,7 @@ its shard through a ``DistributedSampler``; the ranks on this node are one job o
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -32,6 +33,24 @@ from adlrec.predict.probe import probe_job
 from adlrec.profile.device import parse_device
 from adlrec.profile.hardware import detect_hardware
 from adlrec.schemas import MAX_WORKERS
+
+# The probe features of the process that started this node's DDP ranks, which Lightning's launcher starts as
+# copies of this script with its environment (LOCAL_RANK 1, 2, ...).
+PROBE_VARIABLE = "ADLREC_EXAMPLE_PROBE"
+
+
+def node_probe(job, device, settings) -> dict:
+    """The job's probe features, measured once per node.  The process a user starts probes; the DDP ranks
+    Lightning then starts on the node take its features from their environment, rather than each probing
+    again in turn (seconds each) for features only the node's leading rank registers."""
+    inherited = os.environ.get(PROBE_VARIABLE)
+    if inherited is not None and os.environ.get("LOCAL_RANK", "0") != "0":
+        return json.loads(inherited)
+    result = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+    print(f"train_lightning.py: probed the job in {result.seconds:.1f} s", file=sys.stderr)
+    features = result.features.to_dict()
+    os.environ[PROBE_VARIABLE] = json.dumps(features)  # before fit(), which starts the other ranks
+    return features
 
 
 class JobModule(L.LightningModule):
@@ -103,12 +122,12 @@ def main() -> int:
         token = os.environ.get("ADLREC_SERVICE_TOKEN")
         check_arguments("ADLCallback", url=args.url, node=args.node, token=token, interval_s=args.interval)
         # the probe takes seconds: only once every argument is known good
-        probe = probe_job(job, device, settings.model_copy(update={"point_budget_s": 1.0}), detect_hardware(), 4)
+        probe = node_probe(job, device, settings)
         callback = ADLCallback(
             url=args.url,
             token=token,
             node=args.node,
-            probe=probe.features.to_dict(),
+            probe=probe,
             interval_s=args.interval,
         )
     except (AdlrecError, ValueError, TypeError, MisconfigurationException) as exc:

@@ -148,6 +148,8 @@ def test_the_runnable_lightning_script_trains_a_model_py_with_ddp_as_one_job(tmp
     assert [(j["node"], j["ranks"], j["gpus"], j["status"], j["curve_source"]) for j in jobs] == [
         ("n1", 2, 2, "finished", "analytic")
     ]
+    # probed once for the node, by the process the user started: the rank Lightning started took its features
+    assert run.stderr.count("train_lightning.py: probed the job in") == 1, run.stderr[-3000:]
 
 
 def test_ranks_without_a_process_group_are_jobs_of_their_own_though_given_one_job_id(tmp_path, monkeypatch):
