@@ -28,7 +28,7 @@ import httpx
 
 from adlrec.schemas import MAX_WORKERS
 
-__all__ = ["Assignment", "ServiceClient"]
+__all__ = ["Assignment", "ServiceClient", "token_problem"]
 
 log = logging.getLogger("adlrec.client")
 
@@ -57,6 +57,9 @@ class ServiceClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         token = (token or "").strip()  # a token file's newline is not part of it (nor of the service's)
+        problem = token_problem(token)
+        if problem is not None:  # httpx raised UnicodeEncodeError here, or h11 refused every request later
+            raise ValueError(f"ServiceClient: the token {problem}; it is sent in an HTTP header: printable ASCII only")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
@@ -246,6 +249,17 @@ class ServiceClient:
         except ValueError:
             detail = r.text
         log.error("adlrec service refused %s: %s", key, str(detail)[:300])
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be sent as a bearer token, or None.  An HTTP header carries printable ASCII: a
+    character outside it (a typographic quote pasted with the token, a line break of a two-line file) is
+    refused by the HTTP library, or arrives as other bytes than the service compares.  Names its position
+    only: the token is a secret."""
+    for i, ch in enumerate(token):
+        if not " " <= ch <= "~":
+            return f"has a character that is not printable ASCII (position {i + 1} of {len(token)})"
+    return None
 
 
 _NOT_JSON = object()  # an answer that did not parse as JSON
