@@ -26,7 +26,9 @@ from typing import Any
 
 import httpx
 
-__all__ = ["Assignment", "ServiceClient"]
+from adlrec.schemas import MAX_WORKERS
+
+__all__ = ["Assignment", "ServiceClient", "token_problem"]
 
 log = logging.getLogger("adlrec.client")
 
@@ -55,6 +57,9 @@ class ServiceClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         token = (token or "").strip()  # a token file's newline is not part of it (nor of the service's)
+        problem = token_problem(token)
+        if problem is not None:  # httpx raised UnicodeEncodeError here, or h11 refused every request later
+            raise ValueError(f"ServiceClient: the token {problem}; it is sent in an HTTP header: printable ASCII only")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
@@ -86,7 +91,7 @@ class ServiceClient:
             body.setdefault("job_id", self.job_id)
         self._registration = body
         self._seen_plan = None
-        data = self._call("POST", "/jobs", body)
+        data = self._call("POST", "/jobs", body, shape=_is_job)
         if data is None:
             return self.job_id
         self.job_id = data["job_id"]
@@ -103,12 +108,12 @@ class ServiceClient:
                 return self._stale()
         body = {"throughput": throughput, "workers": workers, "data_wait": data_wait}
         body = {k: v for k, v in body.items() if v is not None}
-        data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, unknown_ok=True)
+        data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, unknown_ok=True, shape=_is_assignment)
         if data == "unknown" and self._registration is not None:
             log.warning("service at %s no longer knows job %s; registering it again", self.url, self.job_id)
             if self.register(**self._registration) is None:
                 return self._stale()
-            data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body)
+            data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, shape=_is_assignment)
         if not isinstance(data, dict):
             return self._stale()
         return self._take(data)
@@ -126,7 +131,7 @@ class ServiceClient:
             self._seen_plan = None
             self._last = None
             self._followed = None
-        data = self._call("GET", f"/jobs/{job_id}", unknown_ok=True)
+        data = self._call("GET", f"/jobs/{job_id}", unknown_ok=True, shape=_is_job)
         if data == "unknown":
             return None
         if not isinstance(data, dict):
@@ -175,8 +180,20 @@ class ServiceClient:
         a = self._last
         return Assignment(a.workers, a.plan_id, a.status, new=False, stale=True)
 
-    def _call(self, method: str, path: str, body: dict | None = None, unknown_ok: bool = False) -> Any:
-        """The JSON answer; None on any failure (logged); "unknown" for a 404 when ``unknown_ok``."""
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        unknown_ok: bool = False,
+        shape: Callable[[Any], bool] | None = None,
+    ) -> Any:
+        """The JSON answer; None on any failure (logged); "unknown" for a 404 when ``unknown_ok``.
+
+        ``shape``: whether a successful answer is what the service sends for this call (default: a JSON
+        object).  One that is not (an HTML page, another program's JSON: a proxy or a wrong URL answering
+        200) is not the service: the call fails as while it is away (logged once, the last plan kept),
+        rather than raise into the caller or log a traceback per call."""
         try:
             for attempt in range(self.retries + 1):
                 try:
@@ -192,13 +209,22 @@ class ServiceClient:
             else:
                 self._went_away(err)
                 return None
-            self._came_back()
-            if r.status_code == 404 and unknown_ok:
-                return "unknown"
             if r.status_code >= 400:
+                self._came_back()
+                if r.status_code == 404 and unknown_ok:
+                    return "unknown"
                 self._complain_once(f"{method} {path.split('/')[1]} {r.status_code}", r)
                 return None
-            return r.json()
+            try:
+                data = r.json()
+            except ValueError:  # not JSON (an HTML page)
+                data = _NOT_JSON
+            if not (shape or _is_object)(data):
+                ctype = r.headers.get("content-type", "no content-type")
+                self._went_away(f"HTTP {r.status_code} with a {ctype} answer that is not the service's")
+                return None
+            self._came_back()
+            return data
         except Exception:  # a bug here must never stop training
             log.exception("adlrec client: unexpected error calling %s %s; carrying on", method, path)
             return None
@@ -223,6 +249,43 @@ class ServiceClient:
         except ValueError:
             detail = r.text
         log.error("adlrec service refused %s: %s", key, str(detail)[:300])
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be sent as a bearer token, or None.  An HTTP header carries printable ASCII: a
+    character outside it (a typographic quote pasted with the token, a line break of a two-line file) is
+    refused by the HTTP library, or arrives as other bytes than the service compares.  Names its position
+    only: the token is a secret."""
+    for i, ch in enumerate(token):
+        if not " " <= ch <= "~":
+            return f"has a character that is not printable ASCII (position {i + 1} of {len(token)})"
+    return None
+
+
+_NOT_JSON = object()  # an answer that did not parse as JSON
+
+
+def _is_object(d: Any) -> bool:
+    return isinstance(d, dict)
+
+
+def _is_assignment(d: Any) -> bool:
+    """Whether ``d`` is an assignment as the service writes it (AssignmentOut): a worker count in range, the plan
+    id an integer or null, a status."""
+    if not isinstance(d, dict):
+        return False
+    workers, plan_id = d.get("workers"), d.get("plan_id")
+    return (
+        type(workers) is int
+        and 0 <= workers <= MAX_WORKERS
+        and (plan_id is None or type(plan_id) is int)
+        and isinstance(d.get("status"), str)
+    )
+
+
+def _is_job(d: Any) -> bool:
+    """Whether ``d`` is a job as the service writes it (JobOut), as far as the client reads it."""
+    return isinstance(d, dict) and isinstance(d.get("job_id"), str) and _is_assignment(d.get("assignment"))
 
 
 def _keeping(last: Assignment | None) -> str:

@@ -10,6 +10,7 @@ import socket
 import sys
 import threading
 
+from adlrec.client import token_problem
 from adlrec.config import Settings
 from adlrec.errors import UsageError
 
@@ -43,6 +44,12 @@ def check_bind(settings: Settings) -> str:
             "give a non-empty token, or unset it to bind loopback only"
         )
     if settings.service_token is not None:
+        problem = token_problem(settings.service_token.get_secret_value())
+        if problem is not None:  # no client could send it: every write would be 401
+            raise UsageError(
+                f"the service token (ADLREC_SERVICE_TOKEN or --token) {problem}; clients send it in an HTTP "
+                "header, which carries printable ASCII only: give such a token (openssl rand -hex 16)"
+            )
         return f"writes need the bearer token; listening on {host}:{settings.service_port}"
     if not is_loopback(host):
         raise UsageError(

@@ -5,6 +5,11 @@ from __future__ import annotations
 import logging
 
 import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from adlrec.client import ServiceClient
 from adlrec.service import create_app
@@ -156,3 +161,52 @@ def test_a_follower_applies_the_plan_of_a_service_restarted_on_a_fresh_store_tho
         assert not follower.follow("ddp-a").new  # and once only
     leader.close()
     follower.close()
+
+
+def _impostor(body: bytes, media_type: str) -> Starlette:
+    """An HTTP server at the service's address that is not the service (a proxy's page, another program):
+    every request answered 200 with ``body``."""
+
+    async def answer(request: Request) -> Response:
+        return Response(body, media_type=media_type)
+
+    return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
+
+
+@pytest.mark.parametrize(
+    ("body", "media_type"),
+    [
+        (b"<html><body>Sign in to continue</body></html>", "text/html"),
+        (b'{"ok": true}', "application/json"),
+        (b"[1, 2]", "application/json"),
+        (b'{"job_id": "x", "workers": 1000000000, "plan_id": 7, "status": "active"}', "application/json"),
+    ],
+)
+def test_answers_that_are_not_the_services_are_never_raised_and_the_last_plan_is_kept(
+    tmp_path, caplog, body, media_type
+):
+    """A 200 that is not the service's answer (before: KeyError or TypeError raised out of register, heartbeat
+    and follow, or a traceback logged as an unexpected error at every call): the job keeps its last plan, as
+    while the service is away, said once, and takes the service's next plan when it answers again."""
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        client.register(node="imp", curve=STEEP, job_id="imp-a", requested_workers=2)
+        (plan,) = recompute(srv.url)
+        held = client.heartbeat(throughput=50.0, workers=2)
+        assert held.new and held.plan_id == plan["plan_id"]
+    fresh = ServiceClient(f"http://127.0.0.1:{port}", sleep=lambda s: None)  # knows nothing yet
+    with LiveServer(_impostor(body, media_type), port=port), caplog.at_level(logging.INFO, logger="adlrec.client"):
+        stale = [client.heartbeat(throughput=50.0, workers=held.workers) for _ in range(2)]
+        assert all(a.stale and (a.workers, a.plan_id, a.new) == (held.workers, held.plan_id, False) for a in stale)
+        assert fresh.register(node="imp", curve=STEEP) is None and fresh.heartbeat(throughput=1.0, workers=1) is None
+        assert fresh.follow("imp-a") is None and not fresh.finish()
+        warned = [r.getMessage() for r in caplog.records]
+        assert len(warned) == 2 and all("not the service's" in m and media_type in m for m in warned)  # one a client
+        assert all(r.levelname == "WARNING" and r.exc_info is None for r in caplog.records)
+    with LiveServer(create_app(settings), port=port):
+        back = client.heartbeat(throughput=50.0, workers=held.workers)
+        assert not back.stale and back.plan_id == held.plan_id and not back.new
+    client.close()
+    fresh.close()

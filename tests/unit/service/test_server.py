@@ -54,6 +54,27 @@ def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_p
     assert token_ok(s, "Bearer s3cret") and not token_ok(s, "Bearer") and not token_ok(s, "Bearer s3cre")
 
 
+@pytest.mark.parametrize("token", ["t\u00f6k", "\u201cs3cret\u201d", "line1\nline2"])
+def test_a_token_no_client_can_send_is_refused_at_start(tmp_path, monkeypatch, capsys, token):
+    """A bearer token travels in an HTTP header (printable ASCII).  Before, the service started with one that had
+    another character (a typographic quote pasted with it, a two-line token file) and answered every write 401:
+    adlrec's client could not even be built with it (UnicodeEncodeError), a UTF-8 sender's bytes never matched."""
+    from adlrec.cli import main
+
+    with pytest.raises(UsageError, match=r"not printable ASCII \(position \d+ of \d+\)") as err:
+        check_bind(load_settings(data_dir=tmp_path, service_host="0.0.0.0", service_token=token))
+    assert token not in str(err.value)  # a secret: its position only
+    monkeypatch.setenv("ADLREC_SERVICE_TOKEN", token)
+    with socket.socket() as taken:  # a regression exits rather than serving
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert main(["serve", "--port", port, "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ADLREC_SERVICE_TOKEN or --token" in err and "Traceback" not in err
+    assert "listening" in check_bind(load_settings(data_dir=tmp_path, service_token="a-b_c.d~e+f/g=h i"))
+
+
 def test_settings_reject_unknown_policies_and_the_token_stays_secret(tmp_path):
     with pytest.raises(ValueError, match="service_policy"):
         load_settings(service_policy="random")
