@@ -33,3 +33,16 @@ def test_model_list_takes_no_experiment(capsys):
     with pytest.raises(SystemExit):
         main(["model", "list", "--help"])
     assert "--experiment" not in capsys.readouterr().out
+
+
+def test_python_dash_m_adlrec_is_the_adlrec_command():
+    """`python -m adlrec`, for an environment whose scripts are not on PATH, said 'No module named
+    adlrec.__main__'."""
+    import subprocess
+    import sys
+
+    from adlrec import __version__
+
+    run = subprocess.run([sys.executable, "-m", "adlrec", "--version"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert __version__ in run.stdout
