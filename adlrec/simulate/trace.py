@@ -249,12 +249,18 @@ def build_jobs(
             params = rank_model(profile)
         except ValueError as exc:
             raise UsageError(f"{source} line {r.line}, column profile: {exc}") from None
+        curve = job_curve(params, r.gpus, node.cores, lockstep)
+        # `fixed` gives a job the workers its script asks for even past the node's cores, and a policy
+        # never gives more than the curve's last index: stopping the curve at the cores would quietly
+        # cut such a job's workers and hide the oversubscription.  No budgeted policy can give more than
+        # the cores, so the points past them repeat the last one (the job's peak on this node stays).
+        curve += curve[-1:] * max(0, r.requested_workers * r.gpus - node.cores)
         jobs.append(
             TraceJob(
                 job_id=r.job_id,
                 arrival_s=r.arrival_s,
                 work_samples=r.work_samples,
-                curve=job_curve(params, r.gpus, node.cores, lockstep),
+                curve=curve,
                 gpus=r.gpus,
                 requested_workers=r.requested_workers,
                 mem_per_worker_mb=params.mem_per_worker_mb,
