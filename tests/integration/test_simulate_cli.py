@@ -162,6 +162,16 @@ def test_a_trace_too_long_to_replay_is_refused_at_once(tmp_path, profiles, capsy
     assert err.count("\n") == 0 and f"cannot simulate {bad} on this node: {message}" in err
 
 
+@pytest.mark.parametrize("arrival,work", [("0", "1e12"), ("1e300", "100")])
+def test_a_trace_the_replay_refuses_with_log_mlflow_stores_nothing(tmp_path, profiles, store, capsys, arrival, work):
+    bad = tmp_path / "long.csv"
+    bad.write_text(f"job_id,arrival_s,work_samples,profile,gpus,requested_workers\nj1,{arrival},{work},fast,1,8\n")
+    args = ["simulate", str(bad), "--profiles", str(profiles), *NODE, "--policy", "even", "--log-mlflow"]
+    assert main(args + ["--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]) == 2
+    assert f"cannot simulate {bad} on this node: job 'j1'" in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "data").exists()
+
+
 def test_trace_generate_does_not_replace_an_existing_file_without_force(tmp_path, profiles, capsys):
     edited = tmp_path / "trace.csv"
     edited.write_text("job_id,arrival_s,work_samples,profile,gpus,requested_workers\nmine,0,100,fast,1,8\n")
