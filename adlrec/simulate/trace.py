@@ -18,7 +18,7 @@ from pathlib import Path
 from adlrec.errors import UsageError
 from adlrec.profile.check import read_profile
 from adlrec.profile.library import profile_key
-from adlrec.schemas import Profile
+from adlrec.schemas import MAX_WORKERS, Profile
 from adlrec.simulate.curves import RankModel, job_curve, pipeline_params
 from adlrec.simulate.published import PublishedRank, load_published, published_files
 from adlrec.simulate.records import Node, TraceJob
@@ -135,7 +135,9 @@ _PARSERS = {
     "arrival_s": _number(float, lambda v: v >= 0, "a number of seconds >= 0"),
     "work_samples": _number(float, lambda v: v > 0, "a number of samples > 0"),
     "gpus": _number(int, lambda v: v >= 1, "a whole number of GPUs >= 1"),
-    "requested_workers": _number(int, lambda v: v >= 0, "a whole number of workers >= 0"),
+    # the project's bound on num_workers (profile --max-workers, trace generate --num-workers); `fixed`
+    # gives a job this many per rank, and its curve reaches that count
+    "requested_workers": _number(int, lambda v: 0 <= v <= MAX_WORKERS, f"a whole number of workers 0..{MAX_WORKERS}"),
     "weight": _number(float, lambda v: v >= 0, "a weight >= 0"),
 }
 

@@ -65,7 +65,9 @@ def test_a_trace_round_trips_through_its_text():
         ("j1,0,nan,w@cpu,1,8", "line 2, column work_samples: expected a number of samples > 0"),
         ("j1,0,100,w@cpu,1", "line 2: expected 6 fields"),
         ("j1,0,100,w@cpu,1_0,8", "line 2, column gpus: expected a whole number of GPUs >= 1, got '1_0'"),
-        ("j1,0,1e3,w@cpu,1,0x8", "line 2, column requested_workers: expected a whole number of workers >= 0"),
+        ("j1,0,1e3,w@cpu,1,0x8", "line 2, column requested_workers: expected a whole number of workers 0..256"),
+        # `fixed` runs what a script asks for, so the curve reaches it: a mistyped count must not build a huge one
+        ("j1,0,1e3,w@cpu,1,100000000", "line 2, column requested_workers: expected a whole number of workers 0..256"),
         ("j1,infinity,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),
         ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
         (
