@@ -219,7 +219,8 @@ def test_ranks_in_lockstep_replay_other_curves_and_are_logged(tmp_path, profiles
     args = ["simulate", str(out), "--profiles", str(profiles), "--cores", "5", "--gpus", "2", "--policy", "optimal"]
     assert main(args) == 0
     independent = capsys.readouterr().out
-    assert main([*args, "--ranks", "lockstep", "--log-mlflow", "--tracking-uri", store["uri"]]) == 0
+    logged = ["--log-mlflow", "--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]
+    assert main([*args, "--ranks", "lockstep", *logged]) == 0
     lockstep = capsys.readouterr().out
     assert "ranks independent" in independent and "ranks lockstep" in lockstep
 
