@@ -167,6 +167,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         SimConfig,
         SimulationError,
         build_jobs,
+        check_trace,
         compare_policies,
         comparison_csv,
         comparison_rows,
@@ -195,6 +196,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     rows, digest = read_trace(args.trace)
     lockstep = args.ranks == "lockstep"
     jobs = build_jobs(rows, _profiles(args.profiles)[1], node, source=str(args.trace), lockstep=lockstep)
+    try:
+        check_trace(jobs, node, config)  # before the store is opened: a trace refused here stores nothing
+    except SimulationError as exc:
+        raise UsageError(f"cannot simulate {args.trace} on this node: {exc}") from None
     tracker = None
     if args.log_mlflow:  # only once the input is known good: a bad trace stores nothing
         args.experiment = args.experiment or SIMULATION_EXPERIMENT

@@ -7,7 +7,7 @@ and the trace generator are the adapters around it.  docs/simulate.md describes 
 from __future__ import annotations
 
 from adlrec.simulate.compare import PolicyRun, compare_policies, comparison_csv, comparison_rows, comparison_table
-from adlrec.simulate.engine import SimulationError, simulate
+from adlrec.simulate.engine import SimulationError, check_trace, simulate
 from adlrec.simulate.generate import TraceSpec, generate_trace
 from adlrec.simulate.records import JobResult, Node, SimConfig, SimResult, TraceJob
 from adlrec.simulate.trace import build_jobs, format_trace, parse_trace, profile_catalog, profile_files, read_trace
@@ -22,6 +22,7 @@ __all__ = [
     "TraceJob",
     "TraceSpec",
     "build_jobs",
+    "check_trace",
     "compare_policies",
     "comparison_csv",
     "comparison_rows",

@@ -9,6 +9,7 @@ Comparisons: aggregate throughput gain ``X_p / X_base - 1`` and makespan reducti
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,7 +57,11 @@ def compare_policies(
 
 
 def comparison_rows(runs: Sequence[PolicyRun], baseline: str = "even") -> list[dict[str, float | str]]:
-    """One dict per policy; ``vs`` figures against ``baseline`` (the first run when it is absent)."""
+    """One dict per policy; ``vs`` figures against ``baseline`` (the first run when it is absent).
+
+    A baseline whose makespan is 0 (every job done within the clock's resolution at its arrival, e.g.
+    tiny jobs at Unix-millisecond arrivals) has no throughput or makespan to compare with: those
+    figures are NaN, which the table prints as ``-`` and MLflow logging leaves out."""
     base = next((r for r in runs if r.result.policy == baseline), runs[0]).result
     rows = []
     for run in runs:
@@ -65,9 +70,11 @@ def comparison_rows(runs: Sequence[PolicyRun], baseline: str = "even") -> list[d
             {
                 "policy": r.policy,
                 "aggregate_throughput": r.aggregate_throughput,
-                "throughput_vs_base_pct": 100 * (r.aggregate_throughput / base.aggregate_throughput - 1),
+                "throughput_vs_base_pct": 100 * (r.aggregate_throughput / base.aggregate_throughput - 1)
+                if base.aggregate_throughput > 0
+                else math.nan,
                 "makespan_s": r.makespan_s,
-                "makespan_vs_base_pct": 100 * (1 - r.makespan_s / base.makespan_s),
+                "makespan_vs_base_pct": 100 * (1 - r.makespan_s / base.makespan_s) if base.makespan_s > 0 else math.nan,
                 "mean_jct_s": r.mean_jct_s,
                 "busy_gpu_fraction": r.busy_gpu_fraction,
                 "samples_per_s": r.samples_per_s,
@@ -110,8 +117,8 @@ def comparison_table(rows: Sequence[Mapping[str, float | str]], title: str, base
     for r in rows:
         table.add_row(
             str(r["policy"]),
-            f"{r['throughput_vs_base_pct']:+.1f}%",
-            f"{r['makespan_vs_base_pct']:+.1f}%",
+            _signed(float(r["throughput_vs_base_pct"])),
+            _signed(float(r["makespan_vs_base_pct"])),
             f"{r['aggregate_throughput']:.3f}",
             _hours(float(r["makespan_s"])),
             _hours(float(r["mean_jct_s"])),
@@ -121,6 +128,10 @@ def comparison_table(rows: Sequence[Mapping[str, float | str]], title: str, base
             f"{r['decisions_per_s']:,.0f}" if r["decisions_per_s"] != float("inf") else "-",
         )
     return table
+
+
+def _signed(pct: float) -> str:
+    return "-" if math.isnan(pct) else f"{pct:+.1f}%"
 
 
 def _hours(seconds: float) -> str:

@@ -25,7 +25,7 @@ from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.simulate.contention import cpu_share, effective_throughput, saturation_workers
 from adlrec.simulate.records import JobResult, Node, SimConfig, SimResult, TraceJob
 
-__all__ = ["MAX_INTERVALS", "SimulationError", "simulate"]
+__all__ = ["MAX_INTERVALS", "SimulationError", "check_trace", "simulate"]
 
 _EPS = 1e-9
 MAX_INTERVALS = 100_000  # decision intervals one replay may run through (69 days at the default 60 s)
@@ -62,14 +62,9 @@ def simulate(
     times the intervals the whole trace needs at full speed raises it there (a mistyped
     ``work_samples`` would otherwise replay for hours)."""
     config = config or SimConfig()
-    for j in trace:
-        if j.gpus > node.gpus:
-            raise SimulationError(f"job {j.job_id!r} asks for {j.gpus} GPUs; the node has {node.gpus}")
+    check_trace(trace, node, config, max_intervals)
     order = {j.job_id: i for i, j in enumerate(trace)}
-    if len(order) != len(trace):
-        raise SimulationError("job ids in a trace must be unique")
     limit = max_intervals + 10 * math.ceil(_ideal_s(trace, node) / config.interval_s)
-    _check_length(trace, config, max_intervals)
     pending = deque(sorted(trace, key=lambda j: (j.arrival_s, order[j.job_id])))
     queue: deque[TraceJob] = deque()
     running: list[_Running] = []
@@ -171,6 +166,18 @@ def simulate(
         resizes=resizes,
         mean_cpu_share=share_s / active_s if active_s > 0 else 1.0,
     )
+
+
+def check_trace(trace: Sequence[TraceJob], node: Node, config: SimConfig, max_intervals: int = MAX_INTERVALS) -> None:
+    """Raise :class:`SimulationError` for a trace :func:`simulate` refuses before replaying (a job larger
+    than the node, a repeated id, a job too long or arriving too late); the CLI calls it before it
+    opens an MLflow store, so such a trace stores nothing."""
+    for j in trace:
+        if j.gpus > node.gpus:
+            raise SimulationError(f"job {j.job_id!r} asks for {j.gpus} GPUs; the node has {node.gpus}")
+    if len({j.job_id for j in trace}) != len(trace):
+        raise SimulationError("job ids in a trace must be unique")
+    _check_length(trace, config, max_intervals)
 
 
 def _ideal_s(trace: Sequence[TraceJob], node: Node) -> float:

@@ -18,7 +18,7 @@ from pathlib import Path
 from adlrec.errors import UsageError
 from adlrec.profile.check import read_profile
 from adlrec.profile.library import profile_key
-from adlrec.schemas import Profile
+from adlrec.schemas import MAX_WORKERS, Profile
 from adlrec.simulate.curves import RankModel, job_curve, pipeline_params
 from adlrec.simulate.published import PublishedRank, load_published, published_files
 from adlrec.simulate.records import Node, TraceJob
@@ -135,7 +135,9 @@ _PARSERS = {
     "arrival_s": _number(float, lambda v: v >= 0, "a number of seconds >= 0"),
     "work_samples": _number(float, lambda v: v > 0, "a number of samples > 0"),
     "gpus": _number(int, lambda v: v >= 1, "a whole number of GPUs >= 1"),
-    "requested_workers": _number(int, lambda v: v >= 0, "a whole number of workers >= 0"),
+    # the project's bound on num_workers (profile --max-workers, trace generate --num-workers); `fixed`
+    # gives a job this many per rank, and its curve reaches that count
+    "requested_workers": _number(int, lambda v: 0 <= v <= MAX_WORKERS, f"a whole number of workers 0..{MAX_WORKERS}"),
     "weight": _number(float, lambda v: v >= 0, "a weight >= 0"),
 }
 
@@ -249,12 +251,18 @@ def build_jobs(
             params = rank_model(profile)
         except ValueError as exc:
             raise UsageError(f"{source} line {r.line}, column profile: {exc}") from None
+        curve = job_curve(params, r.gpus, node.cores, lockstep)
+        # `fixed` gives a job the workers its script asks for even past the node's cores, and a policy
+        # never gives more than the curve's last index: stopping the curve at the cores would quietly
+        # cut such a job's workers and hide the oversubscription.  No budgeted policy can give more than
+        # the cores, so the points past them repeat the last one (the job's peak on this node stays).
+        curve += curve[-1:] * max(0, r.requested_workers * r.gpus - node.cores)
         jobs.append(
             TraceJob(
                 job_id=r.job_id,
                 arrival_s=r.arrival_s,
                 work_samples=r.work_samples,
-                curve=job_curve(params, r.gpus, node.cores, lockstep),
+                curve=curve,
                 gpus=r.gpus,
                 requested_workers=r.requested_workers,
                 mem_per_worker_mb=params.mem_per_worker_mb,

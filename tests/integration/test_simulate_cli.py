@@ -162,6 +162,36 @@ def test_a_trace_too_long_to_replay_is_refused_at_once(tmp_path, profiles, capsy
     assert err.count("\n") == 0 and f"cannot simulate {bad} on this node: {message}" in err
 
 
+@pytest.mark.parametrize("arrival,work", [("0", "1e12"), ("1e300", "100")])
+def test_a_trace_the_replay_refuses_with_log_mlflow_stores_nothing(tmp_path, profiles, store, capsys, arrival, work):
+    bad = tmp_path / "long.csv"
+    bad.write_text(f"job_id,arrival_s,work_samples,profile,gpus,requested_workers\nj1,{arrival},{work},fast,1,8\n")
+    args = ["simulate", str(bad), "--profiles", str(profiles), *NODE, "--policy", "even", "--log-mlflow"]
+    assert main(args + ["--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]) == 2
+    assert f"cannot simulate {bad} on this node: job 'j1'" in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "data").exists()
+
+
+def test_a_trace_done_within_the_clocks_resolution_prints_no_comparison_and_no_traceback(
+    tmp_path, profiles, store, capsys
+):
+    """At 10^15 s the clock steps by 1/8 s: one sample takes less, so the job completes as it arrives and
+    the baseline's makespan is 0: there is nothing to compare against, which once raised ZeroDivisionError."""
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("job_id,arrival_s,work_samples,profile,gpus,requested_workers\nj1,1e15,1,fast,1,8\n")
+    args = ["simulate", str(tiny), "--profiles", str(profiles), *NODE, "--policy", "even,optimal"]
+    assert main(args + ["--log-mlflow", "--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]) == 0
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│ ")]
+    assert [(r[1].strip(), r[2].strip(), r[3].strip(), r[5].strip()) for r in rows] == [
+        ("even", "-", "-", "0.00 h"),
+        ("optimal", "-", "-", "0.00 h"),
+    ]
+    from adlrec.tracking import Tracker
+
+    (run,) = Tracker(store["uri"], "adlrec-simulations").runs()
+    assert "optimal.makespan_s" in run.data.metrics and "optimal.makespan_vs_base_pct" not in run.data.metrics
+
+
 def test_trace_generate_does_not_replace_an_existing_file_without_force(tmp_path, profiles, capsys):
     edited = tmp_path / "trace.csv"
     edited.write_text("job_id,arrival_s,work_samples,profile,gpus,requested_workers\nmine,0,100,fast,1,8\n")
@@ -209,7 +239,8 @@ def test_ranks_in_lockstep_replay_other_curves_and_are_logged(tmp_path, profiles
     args = ["simulate", str(out), "--profiles", str(profiles), "--cores", "5", "--gpus", "2", "--policy", "optimal"]
     assert main(args) == 0
     independent = capsys.readouterr().out
-    assert main([*args, "--ranks", "lockstep", "--log-mlflow", "--tracking-uri", store["uri"]]) == 0
+    logged = ["--log-mlflow", "--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]
+    assert main([*args, "--ranks", "lockstep", *logged]) == 0
     lockstep = capsys.readouterr().out
     assert "ranks independent" in independent and "ranks lockstep" in lockstep
 

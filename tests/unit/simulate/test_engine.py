@@ -3,10 +3,13 @@
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adlrec.allocate import POLICIES, even, fixed, optimal
 from adlrec.simulate import Node, SimConfig, SimulationError, TraceJob, simulate
 from adlrec.simulate.contention import effective_throughput
+from adlrec.simulate.records import CONTENTION_MODELS
 
 STEP = (50.0, 100.0, 200.0, 200.0, 200.0)  # saturates at 2 workers
 LINEAR = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0)  # 10 samples/s per worker
@@ -174,3 +177,52 @@ def test_a_job_of_ranks_in_lockstep_is_given_a_multiple_of_them_as_the_service_g
     ddp = TraceJob("ddp", 0.0, 10_000.0, lockstep_curve(STEP[:3], 2), gpus=2, ranks=2)
     r = simulate([ddp], POLICIES[name], Node(cores=5, gpus=2), QUIET, name=name)
     assert r.jobs[0].mean_workers == pytest.approx(2.0)
+
+
+@st.composite
+def replays(draw):
+    """A small trace (curves of any shape, zeros included), a node, settings and a policy."""
+    gpus = draw(st.integers(1, 4))
+    node = Node(cores=draw(st.integers(gpus, 12)), gpus=gpus)
+    curve = st.lists(st.integers(0, 50), min_size=2, max_size=10).filter(lambda c: max(c) > 0)
+    trace = [
+        TraceJob(
+            f"j{i}",
+            float(draw(st.integers(0, 200))),
+            float(draw(st.integers(1, 5000))),
+            tuple(float(x) for x in draw(curve)),
+            gpus=draw(st.integers(1, gpus)),
+            requested_workers=draw(st.integers(0, 10)),
+            weight=float(draw(st.integers(0, 2))),
+        )
+        for i in range(draw(st.integers(1, 5)))
+    ]
+    config = SimConfig(
+        interval_s=float(draw(st.sampled_from([7, 60]))),  # a job at 1 sample/s: at most 5000 / 7 ticks
+        resize_s=float(draw(st.sampled_from([0, 0.5, 5]))),
+        threshold=draw(st.sampled_from([0.0, 0.05, 0.5])),
+        objective=draw(st.sampled_from(["busy_gpus", "throughput", "weighted"])),
+        contention=draw(st.sampled_from(CONTENTION_MODELS)),
+        main_cpu=draw(st.sampled_from([0.0, 0.5, 1.0])),
+    )
+    return trace, node, config, draw(st.sampled_from(sorted(POLICIES)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(replays())
+def test_every_job_trains_on_its_work_no_faster_than_its_peak(replay):
+    trace, node, config, name = replay
+    try:
+        r = simulate(trace, POLICIES[name], node, config, name=name)
+    except SimulationError as exc:  # only a curve that is 0 somewhere can stop a job for good
+        assert "no progress" in str(exc) and any(0.0 in j.curve for j in trace)
+        return
+    for j, done in zip(trace, r.jobs, strict=True):
+        assert done.start_s >= j.arrival_s
+        assert done.finish_s - done.start_s >= j.work_samples / j.peak * (1 - 1e-9)
+    # busy GPU-time is each sample trained once, at its job's peak: every job's whole work, no more
+    assert r.busy_gpu_fraction * node.gpus * r.makespan_s == pytest.approx(
+        sum(j.gpus * j.work_samples / j.peak for j in trace), rel=1e-6
+    )
+    assert 0 <= r.busy_gpu_fraction <= 1 + 1e-9 and 0 <= r.aggregate_throughput <= 1 + 1e-9
+    assert 0 < r.mean_cpu_share <= 1

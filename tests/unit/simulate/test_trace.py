@@ -4,10 +4,12 @@ import json
 
 import pytest
 
+from adlrec.allocate import fixed
 from adlrec.errors import UsageError
 from adlrec.schemas import DeviceSpec
 from adlrec.simulate import (
     Node,
+    SimConfig,
     TraceSpec,
     build_jobs,
     format_trace,
@@ -16,6 +18,7 @@ from adlrec.simulate import (
     profile_catalog,
     profile_files,
     read_trace,
+    simulate,
 )
 from tests.factories import make_profile
 
@@ -62,7 +65,9 @@ def test_a_trace_round_trips_through_its_text():
         ("j1,0,nan,w@cpu,1,8", "line 2, column work_samples: expected a number of samples > 0"),
         ("j1,0,100,w@cpu,1", "line 2: expected 6 fields"),
         ("j1,0,100,w@cpu,1_0,8", "line 2, column gpus: expected a whole number of GPUs >= 1, got '1_0'"),
-        ("j1,0,1e3,w@cpu,1,0x8", "line 2, column requested_workers: expected a whole number of workers >= 0"),
+        ("j1,0,1e3,w@cpu,1,0x8", "line 2, column requested_workers: expected a whole number of workers 0..256"),
+        # `fixed` runs what a script asks for, so the curve reaches it: a mistyped count must not build a huge one
+        ("j1,0,1e3,w@cpu,1,100000000", "line 2, column requested_workers: expected a whole number of workers 0..256"),
         ("j1,infinity,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),
         ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
         (
@@ -102,6 +107,18 @@ def test_a_name_several_profiles_share_is_refused_with_their_file_stems(catalog)
     )
 
 
+@pytest.mark.parametrize("lockstep", [False, True])
+def test_fixed_runs_every_worker_a_script_asks_for_on_a_node_with_fewer_cores(catalog, lockstep):
+    node = Node(cores=16, gpus=4)
+    rows = parse_trace(HEADER + "\nj1,0,1000,w-emulate5,4,8\n")  # 8 workers for each of 4 ranks: 32 on 16 cores
+    (job,) = build_jobs(rows, catalog, node, lockstep=lockstep)
+    on_the_cores = build_jobs(parse_trace(HEADER + "\nj1,0,1000,w-emulate5,4,2\n"), catalog, node, lockstep=lockstep)
+    assert len(job.curve) == 33 and job.curve[:17] == on_the_cores[0].curve  # past the cores: the last point again
+    r = simulate([job], fixed, node, SimConfig())
+    # all 32 workers and the 4 main processes compete for the 16 cores
+    assert r.jobs[0].mean_workers == pytest.approx(32) and r.mean_cpu_share == pytest.approx(16 / 36)
+
+
 def test_two_copies_of_one_profile_leave_its_names_usable(folder):
     (folder / "w-emulate5-copy.json").write_text((folder / "w-emulate5.json").read_text())
     catalog = profile_catalog(folder)
@@ -138,6 +155,6 @@ def test_generator_is_seeded_and_draws_accelerator_profiles_only(folder, catalog
     assert a[0].arrival_s == 0.0 and all(x.arrival_s <= y.arrival_s for x, y in zip(a, a[1:], strict=False))
     assert {r.gpus for r in a} <= {1, 2, 4} and {r.requested_workers for r in a} == {8}
     jobs = build_jobs(a, catalog, node)
-    assert all(len(j.curve) == node.cores + 1 for j in jobs)
+    assert all(len(j.curve) == max(node.cores, 8 * j.gpus) + 1 for j in jobs)  # up to what `fixed` gives
     # each job's work is its length at full speed: between 10 and 120 minutes
     assert all(600 <= j.work_samples / j.peak <= 7200 for j in jobs)
