@@ -86,5 +86,6 @@ def generate_trace(files: Sequence[tuple[str, Curves]], node: Node, spec: TraceS
         peak = max(job_curve(rank_model(profile), gpus, node.cores))
         if i:
             t += rng.expovariate(1.0 / gap)
-        rows.append(TraceRow(f"job{i:03d}", round(t, 1), round(length * peak), name, gpus, spec.num_workers))
+        work = max(1, round(length * peak))  # a job of a few milliseconds still has a sample to train on
+        rows.append(TraceRow(f"job{i:03d}", round(t, 1), work, name, gpus, spec.num_workers))
     return rows

@@ -158,3 +158,12 @@ def test_generator_is_seeded_and_draws_accelerator_profiles_only(folder, catalog
     assert all(len(j.curve) == max(node.cores, 8 * j.gpus) + 1 for j in jobs)  # up to what `fixed` gives
     # each job's work is its length at full speed: between 10 and 120 minutes
     assert all(600 <= j.work_samples / j.peak <= 7200 for j in jobs)
+
+
+def test_a_generated_job_too_short_for_one_sample_still_has_one(folder, catalog):
+    """`trace generate --min-minutes 1e-7 --max-minutes 1e-7` wrote work_samples 0, which `simulate` then
+    refused: a job of a few microseconds at full speed still trains on one sample."""
+    node = Node(cores=16, gpus=4)
+    rows = generate_trace(profile_files(folder), node, TraceSpec(jobs=5, seed=1, min_minutes=1e-7, max_minutes=1e-7))
+    assert [r.work_samples for r in rows] == [1] * 5
+    assert all(j.work_samples == 1 for j in build_jobs(rows, catalog, node))
