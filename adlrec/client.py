@@ -21,11 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from adlrec.http_deadline import DeadlineBackend, deadline_transport
 from adlrec.schemas import MAX_WORKERS
 
 __all__ = ["Assignment", "ServiceClient", "token_problem"]
@@ -61,6 +63,12 @@ class ServiceClient:
         if problem is not None:  # httpx raised UnicodeEncodeError here, or h11 refused every request later
             raise ValueError(f"ServiceClient: the token {problem}; it is sent in an HTTP header: printable ASCII only")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # each attempt as a whole within a connect and a read, not only each of its network operations
+        self._backend: DeadlineBackend | None = None
+        if transport is None:
+            self._backend = DeadlineBackend()
+            transport = deadline_transport(self._backend)
+        self.attempt_s = timeout_s + min(timeout_s, 1.0)
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
             headers=headers,
@@ -197,7 +205,8 @@ class ServiceClient:
         try:
             for attempt in range(self.retries + 1):
                 try:
-                    r = self._http.request(method, path, json=body if method != "GET" else None)
+                    with self._deadline():
+                        r = self._http.request(method, path, json=body if method != "GET" else None)
                 except httpx.TransportError as exc:
                     err = f"{type(exc).__name__}: {exc}"
                 else:
@@ -228,6 +237,10 @@ class ServiceClient:
         except Exception:  # a bug here must never stop training
             log.exception("adlrec client: unexpected error calling %s %s; carrying on", method, path)
             return None
+
+    def _deadline(self) -> AbstractContextManager[None]:
+        """One attempt's deadline (``attempt_s``); none with an injected transport (a test's)."""
+        return nullcontext() if self._backend is None else self._backend.deadline(self.attempt_s)
 
     def _went_away(self, err: str) -> None:
         if not self._away:

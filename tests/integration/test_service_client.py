@@ -210,3 +210,60 @@ def test_answers_that_are_not_the_services_are_never_raised_and_the_last_plan_is
         assert not back.stale and back.plan_id == held.plan_id and not back.new
     client.close()
     fresh.close()
+
+
+class _Dripper:
+    """A TCP server that reads a request, then answers a whole, valid 200 one byte every ``gap_s``: each read
+    of the client's is answered well within its timeout, the answer as a whole takes ``len x gap_s``."""
+
+    def __init__(self, gap_s: float) -> None:
+        import socket
+        import threading
+
+        body = b'{"job_id": "j", "workers": 1, "plan_id": null, "status": "active"}'
+        self.answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+            len(body),
+            body,
+        )
+        self.gap_s = gap_s
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.sent_all = threading.Event()  # the whole answer went out
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.recv(65536)
+            for i in range(len(self.answer)):
+                if self.stop.wait(self.gap_s):
+                    return
+                try:
+                    conn.sendall(self.answer[i : i + 1])
+                except OSError:  # the client hung up
+                    return
+            self.sent_all.set()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+def test_an_answer_dripped_a_byte_at_a_time_ends_the_call_at_its_deadline(caplog):
+    """httpx's timeouts bound each read: an answer of ~130 bytes sent a byte every 0.2 s kept each read under
+    the 2 s timeout and held register() for the ~26 s it took (helper-46 saw 170 s with a slower drip).
+    The call now ends within one connect and one read (3 s here), as while the service is away, long
+    before the answer is whole."""
+    dripper = _Dripper(gap_s=0.2)
+    caplog.set_level(logging.WARNING, logger="adlrec.client")
+    try:
+        with ServiceClient(dripper.url, retries=0) as client:
+            assert client.attempt_s == 3.0
+            assert client.register(node="n", curve=STEEP) is None
+            assert not dripper.sent_all.is_set()  # returned while the answer was still coming
+        assert "unreachable (ReadTimeout" in caplog.text
+    finally:
+        dripper.close()
