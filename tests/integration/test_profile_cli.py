@@ -260,3 +260,54 @@ def test_predict_compare_logs_its_sweep_to_the_experiment_given(tiny_job_path, s
     (run,) = Tracker(store["uri"], "mine").profiles()
     assert run.profile.workload == "tiny"
     assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
+
+
+CHATTY_JOB = """
+import os
+import torch
+from torch.utils.data import Dataset, get_worker_info
+
+print("importing the job")
+PARAMS = {"batch_size": 4}
+
+class Chatty(Dataset):
+    said = False
+    def __len__(self): return 16
+    def __getitem__(self, i):
+        if get_worker_info() is not None and not self.said:
+            self.said = True
+            print("a worker's first sample")
+            os.write(1, b"a worker writing to fd 1\\n")
+        return torch.zeros(4), i % 2
+
+def build_dataset(cfg):
+    print("building the dataset")
+    os.system("echo a program the job runs")
+    return Chatty()
+
+def build_model(cfg): return torch.nn.Linear(4, 2)
+def loss_fn(o, t): return torch.nn.functional.cross_entropy(o, t)
+"""
+
+
+@pytest.mark.parametrize("command", [["profile", "--no-log"], ["predict"]], ids=["profile", "predict"])
+def test_json_stays_parseable_when_the_job_prints(tmp_path, command):
+    """`--json > image.json` then `profiles import image.json` (docs/profiling.md): what model.py, its workers or
+    the programs it runs print goes to stderr, not into the JSON on stdout."""
+    job = tmp_path / "chatty.py"
+    job.write_text(CHATTY_JOB)
+    name, *flags = command
+    done = cli(
+        name, str(job), *FAST, "--max-workers", "1", "--json", *flags, cwd=tmp_path
+    )  # the default store: none yet
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)  # only the JSON: before the fix, "importing the job" came first
+    assert data["workload"] == "chatty"
+    for line in (
+        "importing the job",
+        "building the dataset",
+        "a program the job runs",
+        "a worker's first sample",
+        "a worker writing to fd 1",
+    ):
+        assert line in done.stderr
