@@ -311,3 +311,29 @@ def test_json_stays_parseable_when_the_job_prints(tmp_path, command):
         "a worker writing to fd 1",
     ):
         assert line in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected"),
+    [
+        ("3", "the dataset holds 3 samples, less than one batch of 8: a real epoch is one batch of 3"),
+        ("8", "an epoch of 8 samples is 1 batch of 8"),
+    ],
+)
+def test_an_epoch_with_fewer_batches_than_workers_is_named_in_the_notes(
+    tiny_job_path, tmp_path, capsys, samples, expected
+):
+    """The sweep never ends an epoch, so all its workers have work; a real epoch of one batch keeps one busy."""
+    args = ["profile", str(tiny_job_path), *FAST, "--param", f"samples={samples}", "--json", "--no-log"]
+    assert main([*args, "--data-dir", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["workers"] for p in data["points"]] == [0, 1, 2]  # still measured, every point
+    (note,) = [n for n in data["notes"] if "epoch" in n]
+    assert note.startswith(expected)
+    assert "at most 1 of its workers busy" in note and "points above 1 worker show" in note
+
+
+def test_an_epoch_with_a_batch_per_worker_needs_no_note(tiny_job_path, tmp_path, capsys):
+    args = ["profile", str(tiny_job_path), *FAST, "--param", "samples=9", "--json", "--no-log"]  # 2 batches: 8 and 1
+    assert main([*args, "--data-dir", str(tmp_path)]) == 0
+    assert not [n for n in json.loads(capsys.readouterr().out)["notes"] if "epoch" in n]
