@@ -337,3 +337,27 @@ def test_an_epoch_with_a_batch_per_worker_needs_no_note(tiny_job_path, tmp_path,
     args = ["profile", str(tiny_job_path), *FAST, "--param", "samples=9", "--json", "--no-log"]  # 2 batches: 8 and 1
     assert main([*args, "--data-dir", str(tmp_path)]) == 0
     assert not [n for n in json.loads(capsys.readouterr().out)["notes"] if "epoch" in n]
+
+
+def test_a_model_without_parameters_on_cpu_is_one_line(tmp_path, store):
+    """The default optimizer (SGD) refuses an empty parameter list: that was a ValueError traceback."""
+    path = tmp_path / "model.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch.utils.data import TensorDataset
+            PARAMS = {"batch_size": 2}
+            def build_dataset(cfg): return TensorDataset(torch.zeros(8, 4), torch.zeros(8))
+            def build_model(cfg): return torch.nn.Identity()
+            def loss_fn(o, t): return o.sum()
+            """
+        )
+    )
+    result = cli("profile", str(path), "--device", "cpu", "--budget", "0.2", "--max-workers", "0", *store_args(store))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "adlrec: error: model.py: build_model() returned a module with no parameters (Identity), and the default "
+        "optimizer (SGD) needs some to train; give the model parameters, or define build_optimizer(model, cfg)"
+    )
+    assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
