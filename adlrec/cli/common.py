@@ -108,7 +108,7 @@ def job_output_to_stderr(active: bool = True) -> Iterator[None]:
     fails on a file that is not JSON.  Python's ``sys.stdout`` is redirected, which forked workers
     inherit, and so is file descriptor 1 when stdout is a real file, for C code and child programs.
     """
-    if not active:
+    if not active or sys.stdout is None or sys.stderr is None:  # None: the stream was closed (`>&-`)
         yield
         return
     sys.stdout.flush()

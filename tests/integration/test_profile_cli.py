@@ -361,3 +361,16 @@ def test_a_model_without_parameters_on_cpu_is_one_line(tmp_path, store):
         "optimizer (SGD) needs some to train; give the model parameters, or define build_optimizer(model, cfg)"
     )
     assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
+
+
+def test_json_with_stdout_closed_still_runs(tmp_path):
+    """`adlrec profile ... --json >&-`: Python's sys.stdout is None; sending the job's output to stderr must cope."""
+    job = tmp_path / "chatty.py"
+    job.write_text(CHATTY_JOB)
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    argv = [sys.executable, "-m", "adlrec.cli", "profile", str(job), *FAST, "--max-workers", "0", "--json", "--no-log"]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(1)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
