@@ -134,7 +134,14 @@ class Job:
         import torch
 
         if self.build_optimizer is None:
-            return torch.optim.SGD(model.parameters(), lr=0.01)
+            params = list(model.parameters())
+            if not params:  # SGD raises a bare ValueError on an empty list
+                raise JobContractError(
+                    f"{self.path.name}: build_model() returned a module with no parameters ({type(model).__name__}), "
+                    "and the default optimizer (SGD) needs some to train; give the model parameters, or define "
+                    "build_optimizer(model, cfg)"
+                )
+            return torch.optim.SGD(params, lr=0.01)
         return self._call("build_optimizer", self.build_optimizer, model, self.config)
 
     def files(self, dataset: Any) -> list[Path]:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from adlrec.errors import UsageError
 
 __all__ = [
+    "job_output_to_stderr",
     "number",
     "open_tracker",
     "settings_from",
@@ -95,6 +97,37 @@ def stdout():
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+@contextlib.contextmanager
+def job_output_to_stderr(active: bool = True) -> Iterator[None]:
+    """Send what the job prints to stderr for the block, so that stdout carries only the command's JSON.
+
+    A ``print`` in model.py (at import, in ``build_dataset``, in a DataLoader worker) or a program it runs
+    would otherwise land before the JSON, and ``--json > image.json`` then ``profiles import image.json``
+    fails on a file that is not JSON.  Python's ``sys.stdout`` is redirected, which forked workers
+    inherit, and so is file descriptor 1 when stdout is a real file, for C code and child programs.
+    """
+    if not active or sys.stdout is None or sys.stderr is None:  # None: the stream was closed (`>&-`)
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (a test's capture)
+        out_fd = err_fd = None
+    saved = None
+    if out_fd is not None and err_fd is not None:
+        saved = os.dup(out_fd)
+        os.dup2(err_fd, out_fd)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, out_fd)
+            os.close(saved)
 
 
 def tracker_from(args: argparse.Namespace):

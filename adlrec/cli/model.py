@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adlrec.cli.common import (
+    job_output_to_stderr,
     seconds,
     settings_from,
     stdout,
@@ -251,8 +252,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     check_job_file(args.model_py)  # the arguments before the store
     # only a --compare that logs its sweep writes: anything else leaves a store that is not there uncreated
     stored = store_exists(args, settings, reading=not args.compare or args.no_log)
-    job, device = job_and_device(args, settings)
-    with datasets_folder(settings):  # a job that fails leaves no empty datasets folder
+    with job_output_to_stderr(args.json):  # stdout is the JSON alone, whatever model.py prints
+        job, device = job_and_device(args, settings)
+    with job_output_to_stderr(args.json), datasets_folder(settings):  # a job that fails leaves no empty datasets folder
         tracker = profile_tracker(args, settings) if args.compare else None
         hardware = detect_hardware()
         max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)

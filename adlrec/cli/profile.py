@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlrec.cli.common import (
+    job_output_to_stderr,
     open_tracker,
     seconds,
     settings_from,
@@ -235,10 +236,11 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if args.no_log and getattr(args, "tracking_uri", None) is not None:
         raise UsageError("--tracking-uri names the store the profile is logged to; with --no-log nothing is logged")
     settings = settings_from(args, point_budget_s=args.budget)
-    job, device = job_and_device(args, settings)
-    with datasets_folder(settings):
-        tracker = profile_tracker(args, settings)
-        profile = sweep(args, job, device, settings)
+    with job_output_to_stderr(args.json):  # stdout is the JSON alone, whatever model.py prints
+        job, device = job_and_device(args, settings)
+        with datasets_folder(settings):
+            tracker = profile_tracker(args, settings)
+            profile = sweep(args, job, device, settings)
     run_id = log_or_keep(tracker, profile, settings) if tracker is not None else None
     if args.json:
         out = profile.to_dict() | {"run_id": run_id, "tracking_uri": tracker.tracking_uri if tracker else None}

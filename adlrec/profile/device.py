@@ -52,11 +52,13 @@ def parse_device(text: str, *, cuda_available: bool | None = None) -> DeviceSpec
 
 
 def to_device(obj: Any, device: Any, non_blocking: bool = False) -> Any:
-    """Move tensors inside tuples, lists and dicts to ``device``."""
+    """Move tensors inside tuples (named ones too), lists and dicts to ``device``."""
     import torch
 
     if isinstance(obj, torch.Tensor):
         return obj.to(device, non_blocking=non_blocking)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple takes its fields as arguments
+        return type(obj)(*(to_device(o, device, non_blocking) for o in obj))
     if isinstance(obj, (list, tuple)):
         return type(obj)(to_device(o, device, non_blocking) for o in obj)
     if isinstance(obj, dict):

@@ -241,6 +241,7 @@ def profile_job(
             "between the sweep's start and end: the machine's speed changed while it ran, so the points "
             "may differ by more than their own errors; profile again on a quieter machine, or compare two sweeps"
         )
+    notes.extend(_small_epoch(len(bench.dataset), job.batch_size, max_workers))
     unstable = [p.workers for p in points if not p.stable]
     if unstable:
         notes.append(
@@ -275,6 +276,34 @@ def profile_job(
 
 
 _FORK = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _small_epoch(samples: int, batch_size: int, max_workers: int) -> list[str]:
+    """A note when an epoch has fewer batches than the sweep has workers.
+
+    The sweep's sampler runs across epoch ends, so every worker always has a batch to make; a real
+    job's loader hands out one epoch's batches at a time, so at most that many workers are busy, and
+    the points above that count show a rate the job cannot reach.
+    """
+    per_epoch = -(-samples // batch_size)  # the last batch may be partial
+    if per_epoch >= max_workers:
+        return []
+    if samples < batch_size:
+        shape = (
+            f"the dataset holds {samples} samples, less than one batch of {batch_size}: a real epoch is one "
+            f"batch of {samples}, while the sweep's batches repeat samples to make {batch_size}"
+        )
+    else:
+        shape = f"an epoch of {samples} samples is {per_epoch} {_plural(per_epoch, 'batch')} of {batch_size}"
+    return [
+        f"{shape}; a real epoch keeps at most {per_epoch} of its workers busy, while the sweep draws batches "
+        f"across epoch ends, so the points above {per_epoch} {_plural(per_epoch, 'worker')} show more than the "
+        "job can get"
+    ]
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + ("es" if word.endswith("ch") else "s")
 
 
 def _noop(batch: object) -> None:

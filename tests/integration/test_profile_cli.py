@@ -260,3 +260,117 @@ def test_predict_compare_logs_its_sweep_to_the_experiment_given(tiny_job_path, s
     (run,) = Tracker(store["uri"], "mine").profiles()
     assert run.profile.workload == "tiny"
     assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
+
+
+CHATTY_JOB = """
+import os
+import torch
+from torch.utils.data import Dataset, get_worker_info
+
+print("importing the job")
+PARAMS = {"batch_size": 4}
+
+class Chatty(Dataset):
+    said = False
+    def __len__(self): return 16
+    def __getitem__(self, i):
+        if get_worker_info() is not None and not self.said:
+            self.said = True
+            print("a worker's first sample")
+            os.write(1, b"a worker writing to fd 1\\n")
+        return torch.zeros(4), i % 2
+
+def build_dataset(cfg):
+    print("building the dataset")
+    os.system("echo a program the job runs")
+    return Chatty()
+
+def build_model(cfg): return torch.nn.Linear(4, 2)
+def loss_fn(o, t): return torch.nn.functional.cross_entropy(o, t)
+"""
+
+
+@pytest.mark.parametrize("command", [["profile", "--no-log"], ["predict"]], ids=["profile", "predict"])
+def test_json_stays_parseable_when_the_job_prints(tmp_path, command):
+    """`--json > image.json` then `profiles import image.json` (docs/profiling.md): what model.py, its workers or
+    the programs it runs print goes to stderr, not into the JSON on stdout."""
+    job = tmp_path / "chatty.py"
+    job.write_text(CHATTY_JOB)
+    name, *flags = command
+    done = cli(
+        name, str(job), *FAST, "--max-workers", "1", "--json", *flags, cwd=tmp_path
+    )  # the default store: none yet
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)  # only the JSON: before the fix, "importing the job" came first
+    assert data["workload"] == "chatty"
+    for line in (
+        "importing the job",
+        "building the dataset",
+        "a program the job runs",
+        "a worker's first sample",
+        "a worker writing to fd 1",
+    ):
+        assert line in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected"),
+    [
+        ("3", "the dataset holds 3 samples, less than one batch of 8: a real epoch is one batch of 3"),
+        ("8", "an epoch of 8 samples is 1 batch of 8"),
+    ],
+)
+def test_an_epoch_with_fewer_batches_than_workers_is_named_in_the_notes(
+    tiny_job_path, tmp_path, capsys, samples, expected
+):
+    """The sweep never ends an epoch, so all its workers have work; a real epoch of one batch keeps one busy."""
+    args = ["profile", str(tiny_job_path), *FAST, "--param", f"samples={samples}", "--json", "--no-log"]
+    assert main([*args, "--data-dir", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["workers"] for p in data["points"]] == [0, 1, 2]  # still measured, every point
+    (note,) = [n for n in data["notes"] if "epoch" in n]
+    assert note.startswith(expected)
+    assert "at most 1 of its workers busy" in note and "points above 1 worker show" in note
+
+
+def test_an_epoch_with_a_batch_per_worker_needs_no_note(tiny_job_path, tmp_path, capsys):
+    args = ["profile", str(tiny_job_path), *FAST, "--param", "samples=9", "--json", "--no-log"]  # 2 batches: 8 and 1
+    assert main([*args, "--data-dir", str(tmp_path)]) == 0
+    assert not [n for n in json.loads(capsys.readouterr().out)["notes"] if "epoch" in n]
+
+
+def test_a_model_without_parameters_on_cpu_is_one_line(tmp_path, store):
+    """The default optimizer (SGD) refuses an empty parameter list: that was a ValueError traceback."""
+    path = tmp_path / "model.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch.utils.data import TensorDataset
+            PARAMS = {"batch_size": 2}
+            def build_dataset(cfg): return TensorDataset(torch.zeros(8, 4), torch.zeros(8))
+            def build_model(cfg): return torch.nn.Identity()
+            def loss_fn(o, t): return o.sum()
+            """
+        )
+    )
+    result = cli("profile", str(path), "--device", "cpu", "--budget", "0.2", "--max-workers", "0", *store_args(store))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "adlrec: error: model.py: build_model() returned a module with no parameters (Identity), and the default "
+        "optimizer (SGD) needs some to train; give the model parameters, or define build_optimizer(model, cfg)"
+    )
+    assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
+
+
+def test_json_with_stdout_closed_still_runs(tmp_path):
+    """`adlrec profile ... --json >&-`: Python's sys.stdout is None; sending the job's output to stderr must cope."""
+    job = tmp_path / "chatty.py"
+    job.write_text(CHATTY_JOB)
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    argv = [sys.executable, "-m", "adlrec.cli", "profile", str(job), *FAST, "--max-workers", "0", "--json", "--no-log"]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(1)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,7 +1,7 @@
 import pytest
 
 from adlrec.errors import UsageError
-from adlrec.profile.device import EmulatedStep, parse_device
+from adlrec.profile.device import EmulatedStep, parse_device, to_device
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,19 @@ def test_emulated_step_waits_the_step_time_through_the_injected_sleep():
     step(object())
     step(object())
     assert slept == [0.025, 0.025]
+
+
+def test_to_device_keeps_namedtuples_and_nesting():
+    """A collate_fn returning a namedtuple (``Batch(images, masks)``) is a valid batch: torch's own loader and
+    pin_memory keep it; rebuilding it from a generator raised TypeError, a traceback before the first point."""
+    from collections import namedtuple
+
+    import torch
+
+    Inputs = namedtuple("Inputs", ["a", "b"])
+    x = torch.zeros(2)
+    moved = to_device(({"in": Inputs(x, [x, (x, 3)])}, x), torch.device("cpu"))
+    inputs, target = moved
+    assert isinstance(inputs["in"], Inputs) and inputs["in"].a is x
+    assert isinstance(inputs["in"].b, list) and isinstance(inputs["in"].b[1], tuple) and inputs["in"].b[1][1] == 3
+    assert target is x
