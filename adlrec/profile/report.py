@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def profile_table(profile: Profile) -> Table:
         table.add_row(
             str(p.workers),
             f"{p.throughput:,.1f}",
-            f"{p.rse:.1%}" + ("" if p.stable else " !"),
+            (f"{p.rse:.1%}" if math.isfinite(p.rse) else "-") + ("" if p.stable else " !"),  # inf: too few batches
             f"{p.throughput / best.throughput:.0%}",
             f"{p.stall_fraction:.0%}",
             f"{p.prep_share:.0%}",
