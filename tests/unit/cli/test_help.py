@@ -46,3 +46,15 @@ def test_python_dash_m_adlrec_is_the_adlrec_command():
     run = subprocess.run([sys.executable, "-m", "adlrec", "--version"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert __version__ in run.stdout
+
+
+def test_serve_takes_no_experiment(capsys):
+    """`adlrec serve --experiment X` was accepted and did nothing: the service reads the registry's model and
+    logs each job's live run to experiment adlrec-live, whatever --experiment said."""
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["serve", "--experiment", "x"])  # parsed only: nothing is served
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --experiment x" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "--experiment" not in capsys.readouterr().out
