@@ -32,7 +32,7 @@ def add_commands(sub) -> None:
     )
     sv.add_argument("--interval", type=seconds, default=None, metavar="SECONDS", help="recompute period (30)")
     sv.add_argument("--ttl", type=seconds, default=None, metavar="SECONDS", help="expire silent jobs after (120)")
-    store_args(sv)
+    store_args(sv, experiment=None)  # the service logs live runs to adlrec-live; it reads no experiment
     sv.set_defaults(handler=_cmd_serve)
 
 

@@ -46,3 +46,37 @@ def test_python_dash_m_adlrec_is_the_adlrec_command():
     run = subprocess.run([sys.executable, "-m", "adlrec", "--version"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert __version__ in run.stdout
+
+
+def test_serve_takes_no_experiment(capsys):
+    """`adlrec serve --experiment X` was accepted and did nothing: the service reads the registry's model and
+    logs each job's live run to experiment adlrec-live, whatever --experiment said."""
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["serve", "--experiment", "x"])  # parsed only: nothing is served
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --experiment x" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "--experiment" not in capsys.readouterr().out
+
+
+def test_the_readmes_profile_option_table_is_the_parsers():
+    """The README's table of `adlrec profile` options names every flag the parser has and no other, with the
+    defaults the settings have."""
+    import re
+    from pathlib import Path
+
+    from adlrec.config import Settings
+    from adlrec.schemas import MAX_WORKERS
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    table = readme.split("| option | meaning | default |", 1)[1].split("\n\n", 1)[0]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(--[a-z-]+)[^`]*` \| (.*) \|$", table, re.M)}
+    profile = dict((" ".join(p), sub) for p, sub in _commands(build_parser()))["profile"]
+    flags = {s for a in profile._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+    assert set(rows) == flags
+    default = {name: field.default for name, field in Settings.model_fields.items()}  # not the environment's
+    assert rows["--budget"].endswith(f"| {default['point_budget_s']:g}")
+    assert rows["--experiment"].endswith(f"| `{default['experiment']}`")
+    assert rows["--data-dir"].endswith(f"| `{default['data_dir']}`")
+    assert f"0..{MAX_WORKERS}" in rows["--max-workers"]
