@@ -722,11 +722,13 @@ class ResizableLoader:
                 shutdown(pool)
             kept = []
             pools.retire_zygote()  # none of its workers run now: a fresh one sees the dataset as it is now
-        if (self.fork_server or (workers > 0 and not kept)) and self._uses_zygote():
+        if workers > 0 and (self.fork_server or not kept) and self._uses_zygote():
             # One fork now, while the loop waits for the epoch's first batch anyway.  By default only when
             # the epoch forks a pool now: the zygote's copy of this process's pages is then the one the
             # epoch's workers hold too; kept pools hold an earlier epoch's (a resize forks it then).  With
             # persistent pools kept, their zygote is kept too: it holds the dataset as their workers do.
+            # Never for an epoch of 0 workers: its first batch would stop that zygote (retire_idle_zygote),
+            # a fork for nothing; its first resize forks one.
             zygote = pools.zygote_for(self._shared())
             if zygote is not None:
                 try:

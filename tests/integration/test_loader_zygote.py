@@ -88,6 +88,28 @@ def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers()
     assert got == list(range(120))
 
 
+def test_an_epoch_of_no_workers_forks_no_zygote_its_first_resize_does():
+    """With ``fork_server=True`` an epoch of 0 workers forked its zygote at the start and stopped it at its
+    first batch (no worker shares its pages: ``retire_idle_zygote``), a fork for nothing (helper-48 saw it);
+    the first resize forks the zygote, which forks the resize's workers."""
+    loader = zygote_loader(Indices(60), 1, num_workers=0, handover=2)
+    with loader:
+        forks = FORKS[0]
+        it = iter(loader)
+        got = [next(it).item() for _ in range(5)]
+        assert FORKS[0] == forks  # no zygote, no worker: this process forked nothing
+        assert loader._pools.zygote is None
+        loader.resize(2)
+        got += [next(it).item() for _ in range(12)]
+        assert FORKS[0] - forks == 1  # the zygote, which forked the 2 workers
+        zygote = loader._pools.zygote
+        assert zygote is not None and zygote.running
+        new = max(loader._pools.live, key=lambda p: p.id)
+        assert {psutil.Process(pid).ppid() for pid in workers_of(loader)[new.id]} == {zygote.pid}
+        got += [b.item() for b in it]
+    assert got == list(range(60))
+
+
 @pytest.mark.parametrize(
     ("large", "workers", "forks_at_epoch_start", "forks_at_resize"),
     [
