@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -165,7 +165,11 @@ class LearnedModel:
         from sklearn.ensemble import GradientBoostingRegressor
 
         rows, targets = [], []
-        for f, curve in zip(X, curves, strict=True):
+        # Boosting with subsample < 1 draws rows by position: in the order given, the same curves read from
+        # the store (newest first) and from profiles/ (by file name) fitted different models, and scored
+        # differently in cross validation.  In a canonical order the model depends on the curves alone.
+        pairs = sorted(zip(X, curves, strict=True), key=lambda fc: (astuple(fc[0]), tuple(fc[1])))
+        for f, curve in pairs:
             ws = list(range(len(curve)))
             a = analytic_curve(f, ws)
             for w, t, a_w in zip(ws, curve, a, strict=True):

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from adlrec.predict.evaluate import curves_from_profiles
+from adlrec.predict.evaluate import cross_validate, curves_from_profiles
 from adlrec.predict.features import ProbeFeatures
 from adlrec.predict.models import (
     AnalyticModel,
@@ -67,6 +67,20 @@ def test_learned_model_beats_analytic_on_curves_like_its_training_data():
         return float(np.mean(np.concatenate(errs)))
 
     assert mape(model) < mape(AnalyticModel())
+
+
+def test_learned_model_depends_on_the_curves_not_the_order_they_are_read_in():
+    """The store lists curves newest first, profiles/ by file name: the same curves in another order fitted
+    another model (boosting subsamples rows by position), which cross validation scored differently."""
+    curves = curves_from_profiles(synthetic_profiles(workloads=5))
+    spec = LearnedModel(n_estimators=40).spec()
+    ws = range(7)
+    fitted = [
+        make_model(spec).fit([c.features for c in cs], [c.throughput for c in cs]) for cs in (curves, curves[::-1])
+    ]
+    for c in curves:
+        assert fitted[0].predict(c.features, ws) == pytest.approx(fitted[1].predict(c.features, ws), rel=1e-12)
+    assert cross_validate(spec, curves).metrics() == cross_validate(spec, curves[::-1]).metrics()
 
 
 def test_make_model_and_its_errors():
