@@ -192,7 +192,9 @@ class LearnedModel:
             raise RuntimeError("LearnedModel.predict before fit")
         a = analytic_curve(f, workers)
         X = np.asarray([_row(f, w, a_w) for w, a_w in zip(workers, a, strict=True)])
-        return a * np.exp(self.estimator.predict(X))
+        # the correction is learned from measurements that scatter around the ceiling, some above it:
+        # no job trains faster than its step alone allows, whatever noise the model learned
+        return np.minimum(a * np.exp(self.estimator.predict(X)), f.ceiling)
 
 
 _KINDS = {"analytic": AnalyticModel, "interp": InterpModel, "learned": LearnedModel}
