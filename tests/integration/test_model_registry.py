@@ -211,6 +211,21 @@ def test_fit_says_why_it_found_no_curves(tmp_path, capsys):
         f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 workloads in {folder}/ and "
         f"{uri}; skipped 2 profiles: 2 swept to fewer than 2 workers (the model's features need 0, 1 and 2)\n"
     )
+    assert not (tmp_path / "n.db").exists()  # was an empty store left at the (maybe mistyped) path
+
+
+def test_a_fit_with_nothing_to_train_on_creates_no_store(tmp_path, monkeypatch, capsys):
+    """`model fit --tracking-uri sqlite:///typo.db` created an empty store at the typo, then said it found no
+    curves there; so did a fit in a folder with neither profiles/ nor .adlrec/."""
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'typo' / 'm.db'}"
+    assert main(["model", "fit", "--tracking-uri", uri]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 workloads in {uri}\n"
+    )
+    assert main(["model", "fit"]) == 2
+    assert "found 0 curves of 0 workloads in sqlite:///" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replaces_it(tmp_path, tiny_job_path, capsys):
