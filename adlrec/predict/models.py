@@ -39,6 +39,7 @@ __all__ = [
     "smallest_reaching",
 ]
 
+_TINY = math.ulp(0.0)  # the smallest positive float
 CONTENTION = 0.15  # relative loss of loader rate per extra worker, as a share of free cores, past them
 
 
@@ -112,18 +113,21 @@ class InterpModel:
 
 
 def _row(f: ProbeFeatures, w: int, a: float) -> list[float]:
-    c = f.ceiling
+    # Ratios as differences of logs, and the analytic value floored at the smallest float: any rate
+    # ProbeFeatures accepts (> 0) gives a row.  A quotient of a tiny rate by a large one underflowed to 0,
+    # and math.log(0) made registering such a probe with the service an HTTP 500.
+    c = math.log(f.ceiling)
     return [
         float(w),
         w / f.cores,
         min(w, f.cores) / f.cores,
         float(f.cores),
-        math.log(c),
-        math.log(f.prep_rate_0 / c),
-        math.log(f.prep_rate_1 / c),
-        math.log(f.prep_rate_2 / f.prep_rate_1),
-        math.log(a / c),
-        f.fetch_extra_s * c,
+        c,
+        math.log(f.prep_rate_0) - c,
+        math.log(f.prep_rate_1) - c,
+        math.log(f.prep_rate_2) - math.log(f.prep_rate_1),
+        math.log(max(a, _TINY)) - c,
+        f.fetch_extra_s * f.ceiling,
         math.log(f.batch_size),
         1.0 if f.compute_on_cpu else 0.0,
     ]

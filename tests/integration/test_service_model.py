@@ -8,7 +8,7 @@ import pytest
 from adlrec.predict.evaluate import curves_from_profiles
 from adlrec.predict.features import ProbeFeatures
 from adlrec.predict.fit import fit_and_register
-from adlrec.predict.models import AnalyticModel, InterpModel
+from adlrec.predict.models import AnalyticModel, InterpModel, LearnedModel
 from adlrec.service import create_app
 from adlrec.tracking import ModelRegistry
 from tests.factories import register_model_of_other_features, synthetic_profiles
@@ -87,6 +87,22 @@ def test_a_champion_that_loads_but_cannot_predict_leaves_the_service_on_the_anal
         r = http.post("/jobs", json=body, headers=AUTH)
         assert r.status_code == 201 and r.json()["curve_source"] == "analytic"
         assert r.json()["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+
+
+def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
+    """A probe the API accepts (rates > 0) whose ratios underflowed made the learned model's math.log raise:
+    POST /jobs was an HTTP 500."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    fit_and_register(curves, LearnedModel(n_estimators=20).spec(), registry, sources="test")
+    probe = PROBE | {"prep_rate_0": 5e-324}
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        r = http.post("/jobs", json={"job_id": "t-a", "node": "t", "probe": probe, "max_workers": 6}, headers=AUTH)
+        assert r.status_code == 201, r.text
+        job = r.json()
+        assert job["curve_source"] == "adlrec-throughput v1"
+        assert job["predicted"][0] == 0.0 and all(0 < t <= PROBE["ceiling"] for t in job["predicted"][1:])
 
 
 def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):

@@ -99,6 +99,24 @@ def test_learned_model_never_predicts_above_the_ceiling_though_it_trained_on_poi
         assert curve.max() <= c.features.ceiling
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"prep_rate_0": 5e-324},  # 1 / P0 overflows: the analytic T(0) is 0
+        {"prep_rate_1": 1e-320, "prep_rate_2": 1e9},  # every analytic T(w > 0) is 0
+        {"ceiling": 1e9, "prep_rate_0": 1e-310, "prep_rate_1": 1e-310, "prep_rate_2": 1e-310},  # P / C underflows
+    ],
+)
+def test_learned_model_predicts_any_probe_features_accepts(kw):
+    """Rates this small are absurd, yet valid probe input: their ratios underflowed to 0 and math.log raised
+    ValueError (math domain error), an HTTP 500 from the service's POST /jobs."""
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    model = LearnedModel(n_estimators=20).fit([c.features for c in curves], [c.throughput for c in curves])
+    f = feats(**kw)
+    curve = model.predict(f, range(65))
+    assert np.all(np.isfinite(curve)) and np.all(curve >= 0) and curve.max() <= f.ceiling
+
+
 def test_make_model_and_its_errors():
     assert make_model({"kind": "learned", "max_depth": 2}).spec()["max_depth"] == 2
     with pytest.raises(ValueError, match="unknown model kind 'tree'"):
