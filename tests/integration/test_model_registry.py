@@ -24,6 +24,13 @@ from tests.factories import make_profile, register_model_of_other_features, synt
 SPEC = {"kind": "learned", "n_estimators": 60, "max_depth": 2, "learning_rate": 0.1, "subsample": 0.8, "seed": 0}
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    """Run in tmp_path: a fit without --data-dir put its artifacts in the repo's .adlrec/artifacts, and one
+    without --profiles would train on the repo's profiles/."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def registry(tmp_path):
     return ModelRegistry(f"sqlite:///{tmp_path / 'm.db'}", artifact_root=tmp_path / "artifacts")
