@@ -514,6 +514,31 @@ def _requirements() -> list[str]:
     return [*pins, f"adlrec=={__version__}"]
 
 
+_OTHER_ADLREC = "its model may have been written by another version of adlrec, or damaged"
+# A probe every adlrec model can predict, at the worker counts the service asks first and last
+_TEST_PROBE = {
+    "ceiling": 1000.0,
+    "prep_rate_0": 300.0,
+    "prep_rate_1": 250.0,
+    "prep_rate_2": 450.0,
+    "fetch_extra_s": 0.0,
+    "batch_size": 32,
+    "cores": 8,
+    "device_kind": "cuda",
+}
+
+
+def _check_predicts(pyfunc: Any) -> None:
+    """Raise unless ``pyfunc`` predicts a finite throughput for each row of a test probe."""
+    import numpy as np
+    import pandas as pd
+
+    rows = pd.DataFrame([_TEST_PROBE | {"workers": w} for w in (0, 1, 2, 64)])
+    out = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+    if out.shape != (len(rows),) or not np.all(np.isfinite(out)):
+        raise ValueError(f"expected {len(rows)} finite throughputs, got {out.tolist()}")
+
+
 @dataclass(frozen=True)
 class Champion:
     version: str
@@ -612,24 +637,35 @@ class ModelRegistry:
         has the alias.  A version that has it but cannot be loaded (its artifacts deleted or moved) raises
         ``TrackingError``: predicting with another model than the one asked for would hide that.  So does
         one whose pickled model this adlrec cannot unpickle (written by another version of adlrec, or
-        damaged): unpickling raises whatever the bytes lead to (AttributeError, ValueError, ...)."""
+        damaged): unpickling raises whatever the bytes lead to (AttributeError, ValueError, ...).  So does
+        one that loads but cannot predict a probe (an older adlrec's model, trained on other features):
+        found only when a job asked, it was a traceback from ``predict`` after the probe, and an HTTP 500
+        for every job registering with the service."""
         try:
             mv = self.client.get_model_version_by_alias(MODEL_NAME, alias)
         except MlflowException:
             return None
         try:
             with _uris(self.tracking_uri), _quiet("mlflow.pyfunc"):
-                return mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@{alias}"), str(mv.version)
+                pyfunc = mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@{alias}")
         except Exception as exc:
             if isinstance(exc, (OSError, MlflowException)):
-                why = "its artifacts may have been deleted or moved"
-            else:
-                why = "its model may have been written by another version of adlrec, or damaged"
-            raise TrackingError(
-                f"{MODEL_NAME} v{mv.version} (@{alias}) in {self.tracking_uri} cannot be loaded: "
-                f"{type(exc).__name__}: {_first_line(exc)}; {why}: "
-                f"`adlrec model fit` registers a new version and moves @{alias} to it"
-            ) from exc
+                raise self._unusable(
+                    mv, alias, "cannot be loaded", exc, "its artifacts may have been deleted or moved"
+                ) from exc
+            raise self._unusable(mv, alias, "cannot be loaded", exc, _OTHER_ADLREC) from exc
+        try:
+            _check_predicts(pyfunc)
+        except Exception as exc:
+            raise self._unusable(mv, alias, "loads but cannot predict a test probe", exc, _OTHER_ADLREC) from exc
+        return pyfunc, str(mv.version)
+
+    def _unusable(self, mv: Any, alias: str, what: str, exc: Exception, why: str) -> TrackingError:
+        return TrackingError(
+            f"{MODEL_NAME} v{mv.version} (@{alias}) in {self.tracking_uri} {what}: "
+            f"{type(exc).__name__}: {_first_line(exc)}; {why}: "
+            f"`adlrec model fit` registers a new version and moves @{alias} to it"
+        )
 
     def loadable(self, alias: str = CHAMPION) -> bool:
         """Whether the version with ``alias``, if any, can be loaded."""

@@ -103,3 +103,20 @@ class Indices:
 
     def __getitem__(self, i: int) -> int:
         return i
+
+
+def register_model_of_other_features(registry, curves) -> str:
+    """Register, as the champion, a learned model as an adlrec with other features would have pickled it:
+    its estimator expects 10 columns where this adlrec's rows have 12.  It loads; it cannot predict."""
+    import numpy as np
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    from adlrec.predict.evaluate import cross_validate
+    from adlrec.predict.models import LearnedModel
+
+    model = LearnedModel(n_estimators=5)
+    rng = np.random.default_rng(0)
+    model.estimator = GradientBoostingRegressor(n_estimators=5).fit(rng.random((20, 10)), rng.random(20))
+    _, version = registry.register(model, cross_validate({"kind": "analytic"}, curves), params={})
+    registry.set_champion(version)
+    return version

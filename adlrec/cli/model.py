@@ -10,13 +10,13 @@ from pathlib import Path
 
 from adlrec.cli.common import (
     job_output_to_stderr,
+    open_tracker,
     seconds,
     settings_from,
     stdout,
     store_args,
     store_exists,
     store_source,
-    tracker_from,
     worker_count,
 )
 from adlrec.cli.profile import datasets_folder, job_and_device, log_or_keep, profile_tracker, sweep
@@ -163,8 +163,11 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if args.model_command == "list":
         return _list_versions(args)
     spec, folder = _fit_flags(args)  # before the store is opened: a mistyped flag creates no store
-    settings, tracker = tracker_from(args)
-    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
+    settings = settings_from(args)
+    uri = settings.resolved_tracking_uri
+    # A store that is not there holds no curves: it is created to register a fit, not for a fit that cannot
+    # run (a mistyped --tracking-uri left an empty store at the typo beside "found 0 curves").
+    tracker = open_tracker(settings, args) if store_exists(args, settings, reading=False) else None
     console = stdout()
 
     from adlrec.predict.fit import fit_and_register, gather_curves
@@ -172,7 +175,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
     skipped: list[str] = []
     curves = gather_curves(folder, tracker, skipped)
-    where = f"{folder}/ and {tracker.tracking_uri}" if folder else tracker.tracking_uri
+    where = f"{folder}/ and {uri}" if folder else uri
     why = _skipped_summary(skipped)
     workloads = {c.group for c in curves}
     if len(workloads) < 2:
@@ -182,6 +185,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
         )
     if why:
         print(f"adlrec: {why}", file=sys.stderr)
+    registry = ModelRegistry(uri, settings.artifact_root, store_source(args))
     outcome = fit_and_register(curves, spec, registry, sources=where)
     console.print(fit_table(outcome))
     if outcome.promoted:

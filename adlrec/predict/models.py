@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,6 +39,7 @@ __all__ = [
     "smallest_reaching",
 ]
 
+_TINY = math.ulp(0.0)  # the smallest positive float
 CONTENTION = 0.15  # relative loss of loader rate per extra worker, as a share of free cores, past them
 
 
@@ -112,18 +113,21 @@ class InterpModel:
 
 
 def _row(f: ProbeFeatures, w: int, a: float) -> list[float]:
-    c = f.ceiling
+    # Ratios as differences of logs, and the analytic value floored at the smallest float: any rate
+    # ProbeFeatures accepts (> 0) gives a row.  A quotient of a tiny rate by a large one underflowed to 0,
+    # and math.log(0) made registering such a probe with the service an HTTP 500.
+    c = math.log(f.ceiling)
     return [
         float(w),
         w / f.cores,
         min(w, f.cores) / f.cores,
         float(f.cores),
-        math.log(c),
-        math.log(f.prep_rate_0 / c),
-        math.log(f.prep_rate_1 / c),
-        math.log(f.prep_rate_2 / f.prep_rate_1),
-        math.log(a / c),
-        f.fetch_extra_s * c,
+        c,
+        math.log(f.prep_rate_0) - c,
+        math.log(f.prep_rate_1) - c,
+        math.log(f.prep_rate_2) - math.log(f.prep_rate_1),
+        math.log(max(a, _TINY)) - c,
+        f.fetch_extra_s * f.ceiling,
         math.log(f.batch_size),
         1.0 if f.compute_on_cpu else 0.0,
     ]
@@ -165,7 +169,11 @@ class LearnedModel:
         from sklearn.ensemble import GradientBoostingRegressor
 
         rows, targets = [], []
-        for f, curve in zip(X, curves, strict=True):
+        # Boosting with subsample < 1 draws rows by position: in the order given, the same curves read from
+        # the store (newest first) and from profiles/ (by file name) fitted different models, and scored
+        # differently in cross validation.  In a canonical order the model depends on the curves alone.
+        pairs = sorted(zip(X, curves, strict=True), key=lambda fc: (astuple(fc[0]), tuple(fc[1])))
+        for f, curve in pairs:
             ws = list(range(len(curve)))
             a = analytic_curve(f, ws)
             for w, t, a_w in zip(ws, curve, a, strict=True):
@@ -188,7 +196,9 @@ class LearnedModel:
             raise RuntimeError("LearnedModel.predict before fit")
         a = analytic_curve(f, workers)
         X = np.asarray([_row(f, w, a_w) for w, a_w in zip(workers, a, strict=True)])
-        return a * np.exp(self.estimator.predict(X))
+        # the correction is learned from measurements that scatter around the ceiling, some above it:
+        # no job trains faster than its step alone allows, whatever noise the model learned
+        return np.minimum(a * np.exp(self.estimator.predict(X)), f.ceiling)
 
 
 _KINDS = {"analytic": AnalyticModel, "interp": InterpModel, "learned": LearnedModel}

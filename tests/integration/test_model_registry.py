@@ -19,9 +19,16 @@ from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import make_model
 from adlrec.profile.library import export_profiles
 from adlrec.tracking import MODEL_NAME, SPEC_TAG, ModelRegistry, ProfileRun, Tracker
-from tests.factories import make_profile, synthetic_profiles
+from tests.factories import make_profile, register_model_of_other_features, synthetic_profiles
 
 SPEC = {"kind": "learned", "n_estimators": 60, "max_depth": 2, "learning_rate": 0.1, "subsample": 0.8, "seed": 0}
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    """Run in tmp_path: a fit without --data-dir put its artifacts in the repo's .adlrec/artifacts, and one
+    without --profiles would train on the repo's profiles/."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture
@@ -211,6 +218,21 @@ def test_fit_says_why_it_found_no_curves(tmp_path, capsys):
         f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 workloads in {folder}/ and "
         f"{uri}; skipped 2 profiles: 2 swept to fewer than 2 workers (the model's features need 0, 1 and 2)\n"
     )
+    assert not (tmp_path / "n.db").exists()  # was an empty store left at the (maybe mistyped) path
+
+
+def test_a_fit_with_nothing_to_train_on_creates_no_store(tmp_path, monkeypatch, capsys):
+    """`model fit --tracking-uri sqlite:///typo.db` created an empty store at the typo, then said it found no
+    curves there; so did a fit in a folder with neither profiles/ nor .adlrec/."""
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'typo' / 'm.db'}"
+    assert main(["model", "fit", "--tracking-uri", uri]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 0 curves of 0 workloads in {uri}\n"
+    )
+    assert main(["model", "fit"]) == 2
+    assert "found 0 curves of 0 workloads in sqlite:///" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replaces_it(tmp_path, tiny_job_path, capsys):
@@ -274,6 +296,33 @@ def test_a_champion_this_adlrec_cannot_unpickle_is_one_line_and_the_next_fit_rep
     assert main(fit) == 0
     out = capsys.readouterr().out
     assert "moved @champion to it (was v1, whose model can no longer be loaded)" in out
+    assert registry.load()[1] == "2"
+
+
+def test_a_champion_that_loads_but_cannot_predict_is_one_line_before_the_probe_and_the_next_fit_replaces_it(
+    tmp_path, tiny_job_path, capsys
+):
+    """A version an adlrec with other features pickled (its estimator expecting other columns) loaded, and
+    `adlrec predict` ended in sklearn's ValueError traceback after the probe; a fit kept it as champion."""
+    uri = f"sqlite:///{tmp_path / 'o.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    assert register_model_of_other_features(registry, curves) == "1"
+    with pytest.raises(TrackingError, match=r"v1 \(@champion\) .* loads but cannot predict a test probe: ValueError"):
+        registry.load()
+    capsys.readouterr()
+
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main(["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "Traceback" not in err and out == ""
+    assert err.startswith(
+        f"adlrec: error: {MODEL_NAME} v1 (@champion) in {uri} loads but cannot predict a test probe: "
+    )
+    assert "X has 12 features" in err and "written by another version of adlrec" in err
+
+    again = fit_and_register(curves, SPEC, registry, sources="test")
+    assert again.promoted and again.champion_broken == "whose model can no longer be loaded"
     assert registry.load()[1] == "2"
 
 

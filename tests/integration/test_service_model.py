@@ -8,10 +8,10 @@ import pytest
 from adlrec.predict.evaluate import curves_from_profiles
 from adlrec.predict.features import ProbeFeatures
 from adlrec.predict.fit import fit_and_register
-from adlrec.predict.models import AnalyticModel, InterpModel
+from adlrec.predict.models import AnalyticModel, InterpModel, LearnedModel
 from adlrec.service import create_app
 from adlrec.tracking import ModelRegistry
-from tests.factories import synthetic_profiles
+from tests.factories import register_model_of_other_features, synthetic_profiles
 from tests.service_helpers import PROBE, LiveServer, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
@@ -69,6 +69,40 @@ def test_a_champion_the_service_cannot_load_leaves_it_starting_on_the_analytic_m
         registry.set_champion(outcome.version)  # a loadable champion: the next refresh takes it
         assert http.post("/model/refresh", headers=AUTH).json()["version"] == "2"
         assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
+
+
+def test_a_champion_that_loads_but_cannot_predict_leaves_the_service_on_the_analytic_model(tmp_path):
+    """A version an adlrec with other features pickled loaded, and every POST /jobs was an HTTP 500 (sklearn's
+    ValueError: X has 12 features, but ... expecting 10); the service now predicts analytically and says why."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    register_model_of_other_features(registry, curves)
+    features = ProbeFeatures(**PROBE)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        info = http.get("/model").json()
+        assert info["source"] == "analytic" and info["version"] is None
+        assert "adlrec-throughput v1 (@champion)" in info["note"] and "cannot predict a test probe" in info["note"]
+        body = {"job_id": "o-a", "node": "o", "probe": PROBE, "max_workers": 6}
+        r = http.post("/jobs", json=body, headers=AUTH)
+        assert r.status_code == 201 and r.json()["curve_source"] == "analytic"
+        assert r.json()["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+
+
+def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
+    """A probe the API accepts (rates > 0) whose ratios underflowed made the learned model's math.log raise:
+    POST /jobs was an HTTP 500."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    fit_and_register(curves, LearnedModel(n_estimators=20).spec(), registry, sources="test")
+    probe = PROBE | {"prep_rate_0": 5e-324}
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        r = http.post("/jobs", json={"job_id": "t-a", "node": "t", "probe": probe, "max_workers": 6}, headers=AUTH)
+        assert r.status_code == 201, r.text
+        job = r.json()
+        assert job["curve_source"] == "adlrec-throughput v1"
+        assert job["predicted"][0] == 0.0 and all(0 < t <= PROBE["ceiling"] for t in job["predicted"][1:])
 
 
 def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
