@@ -10,6 +10,8 @@ import pytest
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).parent.parent
+CACHES = {".hypothesis", ".pytest_cache", ".ruff_cache", "__pycache__"}
 
 
 @pytest.fixture
@@ -44,3 +46,13 @@ def _small_training_process(monkeypatch: pytest.MonkeyPatch) -> None:
     choice, say so (``fork_server=True``, or the threshold set around their own size).
     """
     monkeypatch.setattr("adlrec.loader.resizable.AUTO_ZYGOTE_GB", float("inf"))
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_in_the_repository():
+    """A test writes under its own temp folder: a store, its artifacts (MLflow's default ``./mlruns``) or a
+    data dir left in the checkout would be read by the next command a user runs there."""
+    before = set(os.listdir(ROOT))
+    yield
+    left = set(os.listdir(ROOT)) - before - CACHES
+    assert not left, f"the test left {sorted(left)} in {ROOT}"

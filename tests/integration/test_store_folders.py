@@ -64,7 +64,7 @@ def test_export_to_an_out_that_cannot_be_a_folder_writes_nothing(tmp_path, capsy
     from adlrec.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    Tracker(uri, "adlrec-profiles").log_profile(make_profile())
+    Tracker(uri, "adlrec-profiles", tmp_path / "artifacts").log_profile(make_profile())  # not ./mlruns
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "profiles"
     assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(out)]) == 2
