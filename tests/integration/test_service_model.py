@@ -45,48 +45,46 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
 
 
-def test_a_champion_the_service_cannot_load_leaves_it_starting_on_the_analytic_model(tmp_path):
-    """A champion whose pickle this adlrec cannot load stopped `adlrec serve` at start (a traceback from the
-    lifespan) and made POST /model/refresh a 500; the service now predicts analytically and says why."""
-    settings = service_settings(tmp_path)
-    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
-    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+def _unpicklable_champion(registry, curves, settings) -> None:
     fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
     (pickled,) = settings.artifact_root.rglob("python_model.pkl")
     pickled.write_bytes(b"cadlrec.predict.models\nModelOfAnotherAdlrec\n.")  # a class this adlrec lacks
-    features = ProbeFeatures(**PROBE)
-    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
-        info = http.get("/model").json()
-        assert info["source"] == "analytic" and info["version"] is None
-        assert "adlrec-throughput v1 (@champion)" in info["note"] and "cannot be loaded" in info["note"]
-        body = {"job_id": "b-a", "node": "b", "probe": PROBE, "max_workers": 6}
-        job = http.post("/jobs", json=body, headers=AUTH).json()
-        assert job["curve_source"] == "analytic"
-        assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
-        assert http.post("/model/refresh", headers=AUTH).json()["source"] == "analytic"  # was a 500
-
-        outcome = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
-        registry.set_champion(outcome.version)  # a loadable champion: the next refresh takes it
-        assert http.post("/model/refresh", headers=AUTH).json()["version"] == "2"
-        assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
 
 
-def test_a_champion_that_loads_but_cannot_predict_leaves_the_service_on_the_analytic_model(tmp_path):
-    """A version an adlrec with other features pickled loaded, and every POST /jobs was an HTTP 500 (sklearn's
-    ValueError: X has 12 features, but ... expecting 10); the service now predicts analytically and says why."""
+def _champion_of_other_features(registry, curves, settings) -> None:
+    register_model_of_other_features(registry, curves)
+
+
+@pytest.mark.parametrize(
+    ("break_champion", "why"),
+    [(_unpicklable_champion, "cannot be loaded"), (_champion_of_other_features, "cannot predict a test probe")],
+)
+def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until_one_it_can(
+    tmp_path, break_champion, why
+):
+    """A champion that cannot be loaded (a class this adlrec lacks) failed the service's start (its
+    lifespan) and made POST /model/refresh a 500; one that loads but cannot predict (an adlrec with other
+    features pickled it: sklearn's 'X has 12 features, but ... expecting 10') made every POST /jobs a 500.
+    Either way the service now predicts analytically, says why, and takes the next usable champion."""
     settings = service_settings(tmp_path)
     registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
     curves = curves_from_profiles(synthetic_profiles(workloads=4))
-    register_model_of_other_features(registry, curves)
+    break_champion(registry, curves, settings)
     features = ProbeFeatures(**PROBE)
     with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
         info = http.get("/model").json()
         assert info["source"] == "analytic" and info["version"] is None
-        assert "adlrec-throughput v1 (@champion)" in info["note"] and "cannot predict a test probe" in info["note"]
-        body = {"job_id": "o-a", "node": "o", "probe": PROBE, "max_workers": 6}
+        assert "adlrec-throughput v1 (@champion)" in info["note"] and why in info["note"]
+        body = {"job_id": "b-a", "node": "b", "probe": PROBE, "max_workers": 6}
         r = http.post("/jobs", json=body, headers=AUTH)
         assert r.status_code == 201 and r.json()["curve_source"] == "analytic"
         assert r.json()["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+        assert http.post("/model/refresh", headers=AUTH).json()["source"] == "analytic"  # was a 500
+
+        outcome = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
+        registry.set_champion(outcome.version)  # a usable champion: the next refresh takes it
+        assert http.post("/model/refresh", headers=AUTH).json()["version"] == "2"
+        assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
 
 
 def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
