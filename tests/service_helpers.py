@@ -30,7 +30,12 @@ class ManualClock:
 
 
 def service_settings(tmp: Path, **overrides: Any) -> Settings:
-    """Settings on a temp data dir with a real SQLite MLflow store; no background recompute unless asked."""
+    """Settings on a temp data dir with a real SQLite MLflow store; no background recompute unless asked.
+
+    No live runs unless asked (``service_live_runs=True``): their writer is a process of its own that
+    imports MLflow and migrates a fresh store, about 4 s at every stop of a service that heard a heartbeat,
+    for tests about something else. tests/integration/test_service_live.py covers them.
+    """
     base = dict(
         data_dir=tmp / "data",
         tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
@@ -40,6 +45,7 @@ def service_settings(tmp: Path, **overrides: Any) -> Settings:
         service_node_cores=8,
         service_node_memory_mb=16_000,
         service_threshold=0.0,
+        service_live_runs=False,
     )
     return load_settings(**(base | overrides))
 
