@@ -134,4 +134,4 @@ def test_the_service_logs_a_jobs_heartbeats_to_its_live_run_by_its_stop(tmp_path
     for job in ("on", "off"):
         beats = _history(uri, runs[job][0].info.run_id, "heartbeats")
         means = _history(uri, runs[job][0].info.run_id, "throughput")
-        assert sum(n for _, n in beats) == 2 and sum(n * m for (_, n), (_, m) in zip(beats, means)) == 10.0
+        assert sum(n for _, n in beats) == 2 and sum(n * m for (_, n), (_, m) in zip(beats, means, strict=True)) == 10.0
