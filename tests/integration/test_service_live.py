@@ -108,30 +108,3 @@ def test_a_writer_that_dies_is_reported_and_replaced(tmp_path, caplog):
     assert live.close().logged == 2  # the new writer logs what came after: throughput, heartbeats
     assert _history(uri, _runs(uri)["k"][0].info.run_id, "throughput") == [(0, 5.0)]
 
-
-def test_the_service_logs_a_jobs_heartbeats_to_its_live_run_by_its_stop(tmp_path):
-    """The writer as the service wires it (``service_live_runs``, on by default): a job's heartbeats reach
-    its run in the store by the time the service has stopped, and a finished job's run is ended."""
-    import httpx
-
-    from adlrec.config import Settings
-    from adlrec.service import create_app
-    from tests.service_helpers import LiveServer, service_settings
-
-    assert Settings.model_fields["service_live_runs"].default is True
-    settings = service_settings(tmp_path, service_live_runs=True, service_token=None)
-    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
-        for job in ("on", "off"):
-            assert http.post("/jobs", json={"job_id": job, "node": "n0", "curve": [1.0, 2.0]}).status_code == 201
-            for throughput in (4.0, 6.0):
-                r = http.post(f"/jobs/{job}/heartbeat", json={"throughput": throughput, "workers": 1})
-                assert r.status_code == 200, r.text
-        assert http.post("/jobs/off/finish").status_code == 200
-    uri = settings.resolved_tracking_uri
-    runs = _runs(uri)
-    assert sorted(runs) == ["off", "on"] and all(len(rs) == 1 for rs in runs.values())
-    assert {j: rs[0].info.status for j, rs in runs.items()} == {"on": "RUNNING", "off": "FINISHED"}
-    for job in ("on", "off"):
-        beats = _history(uri, runs[job][0].info.run_id, "heartbeats")
-        means = _history(uri, runs[job][0].info.run_id, "throughput")
-        assert sum(n for _, n in beats) == 2 and sum(n * m for (_, n), (_, m) in zip(beats, means, strict=True)) == 10.0

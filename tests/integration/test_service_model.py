@@ -106,7 +106,7 @@ def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
 def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
 
-    settings = service_settings(tmp_path)
+    settings = service_settings(tmp_path, service_live_runs=True)  # the default; off in other tests
     with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
         for job_id in ("live-a", "live-b"):
             http.post("/jobs", json={"job_id": job_id, "node": "live", "curve": [1.0, 2.0, 3.0]}, headers=AUTH)
