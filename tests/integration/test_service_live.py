@@ -107,4 +107,3 @@ def test_a_writer_that_dies_is_reported_and_replaced(tmp_path, caplog):
     assert live._proc is not first and live._proc.is_alive()
     assert live.close().logged == 2  # the new writer logs what came after: throughput, heartbeats
     assert _history(uri, _runs(uri)["k"][0].info.run_id, "throughput") == [(0, 5.0)]
-
