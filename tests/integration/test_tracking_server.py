@@ -127,16 +127,21 @@ def unavailable() -> Iterator[str]:
         server.server_close()
 
 
+READING = {
+    "profiles list": ["profiles", "list"],
+    "profiles export": ["profiles", "export", "--out", "out"],
+    "model list": ["model", "list"],
+    "predict": ["predict", "{tiny}", "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"],
+}
+
+
+# Every reading command with the flag; the variable (the same resolution of the store, another name in the
+# message) with one command: each case is a process of its own, seconds each.
 @pytest.mark.parametrize(
-    "argv",
-    [
-        ["profiles", "list"],
-        ["profiles", "export", "--out", "out"],
-        ["model", "list"],
-        ["predict", "{tiny}", "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"],
-    ],
+    ("argv", "origin"),
+    [(argv, "--tracking-uri") for argv in READING.values()] + [(READING["model list"], "MLFLOW_TRACKING_URI")],
+    ids=[*READING, "model list, MLFLOW_TRACKING_URI"],
 )
-@pytest.mark.parametrize("origin", ["--tracking-uri", "MLFLOW_TRACKING_URI"])
 def test_reading_commands_give_up_on_a_server_that_fails_every_request_in_seconds(
     tmp_path, tiny_job_path, unavailable, argv, origin
 ):
