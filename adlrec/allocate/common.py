@@ -6,16 +6,13 @@ from collections.abc import Sequence
 
 from adlrec.allocate.objectives import full_value, job_values
 from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
+from adlrec.words import count
 
 __all__ = ["InfeasibleRequest", "build_plan", "check_feasible", "penalised_values", "penalty"]
 
 
 class InfeasibleRequest(ValueError):
     """No plan can satisfy the request: the main processes or the minimum workers do not fit."""
-
-
-def _count(n: int, noun: str, plural: str = "s") -> str:
-    return f"{n} {noun}{'' if n == 1 else plural}"
 
 
 def check_feasible(request: AllocationRequest) -> None:
@@ -25,8 +22,8 @@ def check_feasible(request: AllocationRequest) -> None:
     if need > budget:
         mains = sum(j.main_cores for j in request.jobs)
         raise InfeasibleRequest(
-            f"{_count(request.cores, 'core')} cannot hold the jobs' {_count(mains, 'main process', 'es')} "
-            f"and {_count(need, 'minimum worker')}"
+            f"{count(request.cores, 'core')} cannot hold the jobs' {count(mains, 'main process')} "
+            f"and {count(need, 'minimum worker')}"
         )
     mem = sum(j.min_workers * j.mem_per_worker_mb for j in request.jobs)
     if mem > request.memory_mb:
@@ -63,7 +60,7 @@ def build_plan(
     reasons = {}
     for i, (j, w) in enumerate(zip(request.jobs, workers, strict=True)):
         if j.current_workers is None or j.current_workers == w:
-            what = f"{w} worker{'' if w == 1 else 's'}"
+            what = count(w, "worker")
             per_rank = f"{w // j.ranks} per rank"
         else:
             what = f"{j.current_workers} -> {w} workers"

@@ -21,6 +21,7 @@ from adlrec.cli.common import (
 )
 from adlrec.cli.profile import datasets_folder, job_and_device, log_or_keep, profile_tracker, sweep
 from adlrec.errors import UsageError
+from adlrec.words import count
 
 __all__ = ["add_commands"]
 
@@ -143,10 +144,6 @@ def _fit_flags(args: argparse.Namespace) -> tuple[dict, Path | None]:
     return spec, folder
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _skipped_summary(skipped: Sequence[str]) -> str:
     """``skipped 5 profiles: 5 swept to fewer than 2 workers (...)``, the commonest reasons first."""
     if not skipped:
@@ -180,8 +177,8 @@ def _cmd_model(args: argparse.Namespace) -> int:
     workloads = {c.group for c in curves}
     if len(workloads) < 2:
         raise UsageError(
-            f"need curves of at least 2 workloads to cross-validate; found {_count(len(curves), 'curve')} of "
-            f"{_count(len(workloads), 'workload')} in {where}" + (f"; {why}" if why else "")
+            f"need curves of at least 2 workloads to cross-validate; found {count(len(curves), 'curve')} of "
+            f"{count(len(workloads), 'workload')} in {where}" + (f"; {why}" if why else "")
         )
     if why:
         print(f"adlrec: {why}", file=sys.stderr)

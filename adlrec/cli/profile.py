@@ -26,6 +26,7 @@ from adlrec.cli.common import (
     worker_count,
 )
 from adlrec.errors import UsageError
+from adlrec.words import count
 
 if TYPE_CHECKING:
     from adlrec.config import Settings
@@ -251,7 +252,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     for note in profile.notes:
         console.print(f"note: {note}", markup=False)
     best, enough = profile.best, profile.enough()
-    line = f"best: {best.workers} worker{'' if best.workers == 1 else 's'}, {best.throughput:,.1f} samples/s"
+    line = f"best: {count(best.workers, 'worker')}, {best.throughput:,.1f} samples/s"
     if enough.workers != best.workers:
         line += f"; {enough.workers} reach {ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
     console.print(line)

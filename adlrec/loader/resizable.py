@@ -38,6 +38,7 @@ from adlrec.loader.pool import BatchRange, InnerLoader, Pool, shutdown
 from adlrec.loader.schedule import Schedule, Stretch
 from adlrec.loader.workers import WorkerGate, WorkerSetup, can_pin
 from adlrec.loader.zygote import Zygote, ZygoteContext, can_use_zygote
+from adlrec.words import count
 
 __all__ = [
     "AUTO_ZYGOTE_GB",
@@ -662,10 +663,9 @@ class ResizableLoader:
         self._shortages.add(shortage)
         log.log(
             level,
-            "ResizableLoader: could not start %d DataLoader worker%s (%s: %s); going on with %d (no sample is "
+            "ResizableLoader: could not start %s (%s: %s); going on with %d (no sample is "
             "lost), %d again at the next epoch's start",
-            workers,
-            "" if workers == 1 else "s",
+            count(workers, "DataLoader worker"),
             type(exc).__name__,
             str(exc),  # not the exception: a handler keeping records would keep torch's half-made iterator
             going_on,

@@ -36,6 +36,7 @@ from adlrec.profile.hardware import detect_hardware
 from adlrec.profile.meter import EndlessSampler, Measurement, describe_error, measure, worker_init
 from adlrec.profile.steady import drift
 from adlrec.schemas import Baseline, DeviceSpec, Hardware, Profile, ProfilePoint
+from adlrec.words import count
 
 __all__ = ["Progress", "default_max_workers", "profile_job"]
 
@@ -294,16 +295,12 @@ def _small_epoch(samples: int, batch_size: int, max_workers: int) -> list[str]:
             f"batch of {samples}, while the sweep's batches repeat samples to make {batch_size}"
         )
     else:
-        shape = f"an epoch of {samples} samples is {per_epoch} {_plural(per_epoch, 'batch')} of {batch_size}"
+        shape = f"an epoch of {samples} samples is {count(per_epoch, 'batch')} of {batch_size}"
     return [
         f"{shape}; a real epoch keeps at most {per_epoch} of its workers busy, while the sweep draws batches "
-        f"across epoch ends, so the points above {per_epoch} {_plural(per_epoch, 'worker')} show more than the "
+        f"across epoch ends, so the points above {count(per_epoch, 'worker')} show more than the "
         "job can get"
     ]
-
-
-def _plural(n: int, word: str) -> str:
-    return word if n == 1 else word + ("es" if word.endswith("ch") else "s")
 
 
 def _noop(batch: object) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from adlrec.schemas import MAX_WORKERS
 from adlrec.service.recompute import effective_curve
 from adlrec.service.records import Assignment, JobRecord, MeasuredPoint, NodeInfo, PlanRecord
+from adlrec.words import count
 
 __all__ = [
     "AssignmentOut",
@@ -91,7 +92,7 @@ class JobRegistration(_In):
             raise ValueError(f"min_workers ({self.min_workers}) must be <= max_workers ({self.max_workers})")
         if self.curve is not None:
             top = len(self.curve) - 1
-            last = f"the curve's last point ({top} worker{'' if top == 1 else 's'})"
+            last = f"the curve's last point ({count(top, 'worker')})"
             if self.max_workers is not None and self.max_workers > top:
                 raise ValueError(f"max_workers ({self.max_workers}) is past {last}")
             if self.min_workers > top:

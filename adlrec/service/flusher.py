@@ -18,6 +18,7 @@ from adlrec.errors import first_line
 from adlrec.service.live import LiveCounts, LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.state import JobState
+from adlrec.words import count
 
 __all__ = ["WriteBehind"]
 
@@ -85,9 +86,8 @@ class WriteBehind:
         if self._failing is not None:
             streak, self._failing = self._failing, None
             log.info(
-                "writing heartbeats to the store works again, after %d failed flush%s over %.0f s",
-                streak.count,
-                "" if streak.count == 1 else "es",
+                "writing heartbeats to the store works again, after %s over %.0f s",
+                count(streak.count, "failed flush"),
                 self.clock() - streak.since,
             )
         self.metrics.inc("adlrec_store_flushes_total")

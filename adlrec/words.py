@@ -1,0 +1,16 @@
+"""Counts in words, as adlrec's messages, notes and tables print them: "1 worker", "3 workers", "2 batches"."""
+
+from __future__ import annotations
+
+
+def plural(n: int, word: str) -> str:
+    """``word`` as said of ``n`` things: as it is for 1; else with -es after ch, sh, s and x (batches,
+    processes, flushes), and -s after anything else.  Enough for adlrec's own words, not for English."""
+    if n == 1:
+        return word
+    return word + ("es" if word.endswith(("ch", "sh", "s", "x")) else "s")
+
+
+def count(n: int, word: str) -> str:
+    """``n`` and ``word`` as said of ``n`` things: "1 worker", "0 workers", "2 main processes"."""
+    return f"{n} {plural(n, word)}"

@@ -1,0 +1,16 @@
+from adlrec.words import count, plural
+
+
+def test_one_thing_is_said_as_is_and_every_other_count_in_the_plural():
+    assert [count(n, "worker") for n in (0, 1, 2)] == ["0 workers", "1 worker", "2 workers"]
+    assert count(-1, "core") == "-1 cores"
+
+
+def test_words_ending_in_a_hiss_take_es():
+    assert [plural(3, w) for w in ("batch", "failed flush", "main process", "box")] == [
+        "batches",
+        "failed flushes",
+        "main processes",
+        "boxes",
+    ]
+    assert plural(1, "batch") == "batch"
