@@ -255,46 +255,46 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     stored = store_exists(args, settings, reading=not args.compare or args.no_log)
     with job_output_to_stderr(args.json):  # stdout is the JSON alone, whatever model.py prints
         job, device = job_and_device(args, settings)
-    with job_output_to_stderr(args.json), datasets_folder(settings):  # a job that fails leaves no empty datasets folder
-        tracker = profile_tracker(args, settings) if args.compare else None
-        hardware = detect_hardware()
-        max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
-        loaded = None
-        if stored or tracker is not None:
-            registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
-            with prompt_reads():  # a server that fails is an error, not "no registered model"
-                loaded = registry.load() if registry.champion() else None
-        if loaded is None:
-            print(
-                f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
-                "predicting with the analytic model",
-                file=sys.stderr,
-            )
-        probe = probe_job(job, device, settings, hardware, max_w)
-        workers = list(range(max_w + 1))
-        if loaded is None:
-            curve = AnalyticModel().predict(probe.features, workers)
-            source = "analytic model (no registered model)"
-        else:
-            import pandas as pd
+        with datasets_folder(settings):  # a job that fails leaves no empty datasets folder
+            tracker = profile_tracker(args, settings) if args.compare else None
+            hardware = detect_hardware()
+            max_w = args.max_workers if args.max_workers is not None else default_max_workers(hardware.logical_cores)
+            loaded = None
+            if stored or tracker is not None:
+                registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root, store_source(args))
+                with prompt_reads():  # a server that fails is an error, not "no registered model"
+                    loaded = registry.load() if registry.champion() else None
+            if loaded is None:
+                print(
+                    f"adlrec: no registered model {MODEL_NAME}@champion in {settings.resolved_tracking_uri}; "
+                    "predicting with the analytic model",
+                    file=sys.stderr,
+                )
+            probe = probe_job(job, device, settings, hardware, max_w)
+            workers = list(range(max_w + 1))
+            if loaded is None:
+                curve = AnalyticModel().predict(probe.features, workers)
+                source = "analytic model (no registered model)"
+            else:
+                import pandas as pd
 
-            rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
-            pyfunc, version = loaded
-            curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
-            source = f"{MODEL_NAME}@champion (v{version})"
-        best_w = int(np.argmax(curve))
-        enough_w = smallest_reaching(curve)
-        measured = None
-        sweep_s = None
-        if args.compare:
-            import time
+                rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
+                pyfunc, version = loaded
+                curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+                source = f"{MODEL_NAME}@champion (v{version})"
+            best_w = int(np.argmax(curve))
+            enough_w = smallest_reaching(curve)
+            measured = None
+            sweep_s = None
+            if args.compare:
+                import time
 
-            t0 = time.perf_counter()
-            profile = sweep(args, job, device, settings, hardware)
-            sweep_s = time.perf_counter() - t0
-            measured = [p.throughput for p in profile.points]
-            if tracker is not None:
-                log_or_keep(tracker, profile, settings)
+                t0 = time.perf_counter()
+                profile = sweep(args, job, device, settings, hardware)
+                sweep_s = time.perf_counter() - t0
+                measured = [p.throughput for p in profile.points]
+                if tracker is not None:
+                    log_or_keep(tracker, profile, settings)
     summary = {
         "workload": job.name,
         "device": device.label,

@@ -19,6 +19,7 @@ HELP = {
     "adlrec_heartbeats_total": ("counter", "heartbeats received"),
     "adlrec_registrations_total": ("counter", "job registrations"),
     "adlrec_recomputes_total": ("counter", "recomputes run, by trigger"),
+    "adlrec_recomputes_skipped_total": ("counter", "recomputes skipped, by trigger, since the last still ran"),
     "adlrec_recompute_failures_total": ("counter", "recomputes that raised (logged with their traceback)"),
     "adlrec_recompute_seconds_last": ("gauge", "duration of the last recompute in seconds"),
     "adlrec_plans_stored_total": ("counter", "plans stored (one per node whose allocation changed)"),

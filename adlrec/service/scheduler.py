@@ -29,6 +29,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from adlrec.service.lifeline import watch_parent
@@ -44,6 +45,16 @@ __all__ = ["Recomputer", "RecomputeConfig"]
 log = logging.getLogger("adlrec.service")
 
 RECOMPUTE_NICE = 10  # niceness the recompute process adds to its own
+_SKIPPED = "maximum number of running instances reached"  # APScheduler's words for a run it skipped
+_WHAT = {"adlrec-recompute": "interval", "adlrec-debounced": "register/finish"}  # job id -> trigger
+
+
+class _SkipsSaidOnce(logging.Filter):
+    """Drops APScheduler's WARNING for each run it skips because the last one still runs: at an interval
+    shorter than a recompute it came at every tick.  :class:`Recomputer` says it once and counts the skips."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _SKIPPED not in record.getMessage()
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class Recomputer:
         self.own_process = own_process  # once started, compute plans in a process of their own
         self._pool: ProcessPoolExecutor | None = None
         self._warm: Future | None = None  # done once the pool's process has started and imported
+        self._said_skipped: set[str] = set()  # the triggers whose skipped runs were logged
 
     def recompute(self, trigger: str = "manual") -> list[PlanRecord]:
         """Expire silent jobs, plan every node, store the changed plans; returns them."""
@@ -143,6 +155,10 @@ class Recomputer:
         if self.own_process:
             self._pool, self._warm = _start_pool()
         sched = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
+        apscheduler_log = logging.getLogger("apscheduler.scheduler")
+        if not any(isinstance(f, _SkipsSaidOnce) for f in apscheduler_log.filters):
+            apscheduler_log.addFilter(_SkipsSaidOnce())
+        sched.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
         sched.add_job(
             self._tick,
             "interval",
@@ -183,6 +199,21 @@ class Recomputer:
             )
         except Exception:  # another thread added it between the check and here: it will run
             log.debug("debounced recompute already pending", exc_info=True)
+
+    def _skipped(self, event: JobSubmissionEvent) -> None:
+        """A run APScheduler skipped, since the one before it still ran: counted, and said once per trigger."""
+        trigger = _WHAT.get(event.job_id, event.job_id)
+        self.metrics.inc("adlrec_recomputes_skipped_total", trigger=trigger)
+        if trigger in self._said_skipped:
+            return
+        self._said_skipped.add(trigger)
+        log.warning(
+            "a recompute (%s) came due while the one before it still ran, and was skipped: such skips are "
+            "counted in adlrec_recomputes_skipped_total, not logged again (a recompute slower than --interval, "
+            "%g s here, skips a tick every time)",
+            trigger,
+            self.config.interval_s,
+        )
 
     def _tick(self) -> None:
         try:

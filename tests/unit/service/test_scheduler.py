@@ -87,3 +87,24 @@ def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dyin
         rec.stop()
     assert rec._pool is None
     store.close()
+
+
+def test_ticks_skipped_while_a_slow_recompute_runs_are_counted_and_said_once(tmp_path, caplog):
+    """APScheduler logged a WARNING at every tick skipped because the last recompute still ran."""
+    import time
+
+    rec, store = runner(tmp_path)
+    rec.config = RecomputeConfig("optimal", "busy_gpus", 0.0, ttl_s=60, interval_s=0.05, debounce_s=3600)
+    rec.own_process = False
+    rec.recompute = lambda trigger="manual": time.sleep(0.4)  # a recompute 8 intervals long
+    with caplog.at_level(logging.WARNING):
+        rec.start()
+        time.sleep(1.5)
+        rec.stop()
+    skipped = rec.metrics.value("adlrec_recomputes_skipped_total", trigger="interval")
+    assert skipped >= 2, skipped  # a tick runs at most every 0.4 s; the rest of 1.5 s / 0.05 s were skipped
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("maximum number of running instances" in m for m in said), said
+    (warning,) = [m for m in said if "came due while the one before it still ran" in m]
+    assert "a recompute (interval)" in warning and "0.05 s here" in warning
+    store.close()
