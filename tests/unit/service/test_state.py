@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, MeasuredPoint, NodeInfo
+from adlrec.schemas import AllocationPlan, AllocationRequest
+from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, MeasuredPoint, NodeInfo, PlanRecord
 from adlrec.service.state import JobState
 from adlrec.service.store import JobNotActive, JobStore, UnknownJob
 from tests.service_helpers import ManualClock
@@ -170,3 +173,62 @@ def test_registering_again_drops_pending_measurements_and_a_restart_reloads_open
     assert [j.job_id for j in again.jobs(status=ACTIVE)] == ["a", "b"]
     assert again.points("b") == [MeasuredPoint(2, 90.0, 1, 0.1)] and again.job("b").reported_throughput == 90.0
     again.store.close()
+
+
+def test_a_data_wait_share_first_reported_later_becomes_the_point_s_share(opened):
+    state, _, _ = opened
+    state.register(spec("a"), DEFAULT)
+    state.beat("a", 40.0, 2, None)
+    state.beat("a", 60.0, 2, 0.2)  # unknown until now: the mean starts here, not at an assumed 0
+    assert state.points("a") == [MeasuredPoint(2, 50.0, 2, 0.2)]
+
+
+def test_a_heartbeat_without_a_worker_count_keeps_the_one_last_reported(opened):
+    state, store, _ = opened
+    state.register(spec("a"), DEFAULT)
+    state.beat("a", 50.0, 2, None)
+    beat = state.beat("a", None, None, None)
+    assert beat.job.reported_workers == 2 and beat.assignment.workers == 2  # not its 8 requested, clamped to 3
+    state.flush()
+    assert store.job("a").reported_workers == 2
+
+
+def test_without_a_plan_a_job_is_told_what_it_runs_within_its_bounds(opened):
+    state, _, _ = opened
+    state.register(replace(spec("a"), min_workers=1), DEFAULT)  # a curve of 4 points: at most 3 workers
+    assert state.beat("a", None, None, None).assignment.workers == 3  # it asked for 8
+    assert state.beat("a", None, 0, None).assignment.workers == 1  # it runs 0, below its minimum
+
+
+def test_a_job_is_expired_only_once_silent_for_longer_than_the_ttl(opened):
+    state, _, clock = opened
+    state.register(spec("a"), DEFAULT)
+    clock.advance(60)
+    assert state.expire(60) == [] and state.active_count("n1") == 1  # silent for exactly the TTL
+    clock.advance(0.5)
+    assert state.expire(60) == ["a"]
+    assert state.active_count("n1") == 0 and state.held_counts() == {ACTIVE: 0, EXPIRED: 1}
+
+
+def test_registering_again_moves_the_job_to_the_end_as_the_store_does(opened):
+    state, store, _ = opened
+    for job_id in ("a", "b", "a"):
+        state.register(spec(job_id), DEFAULT)
+    assert [j.job_id for j in state.jobs(status=ACTIVE)] == ["b", "a"]
+    assert [j.job_id for j in state.snapshot().jobs] == ["b", "a"]  # the allocator's order: ties go to b
+    assert [j.job_id for j in store.jobs()] == ["b", "a"]
+
+
+def test_an_older_plan_stored_late_does_not_replace_the_newer_current_one(opened):
+    state, _, _ = opened
+    state.register(spec("a"), DEFAULT)
+
+    def plan(plan_id: int, workers: int) -> PlanRecord:
+        p = AllocationPlan("optimal", {"a": workers}, {"a": 1.0}, 1.0, 0.0, 0, 0, {})
+        return PlanRecord(plan_id, "n1", 0.0, p, AllocationRequest(cores=1, memory_mb=0, jobs=()))
+
+    state.plans_stored([plan(5, 3)])
+    state.plans_stored([plan(4, 1)])
+    assert state.current_plans()["n1"].plan_id == 5
+    a = state.beat("a", None, None, None).assignment
+    assert (a.plan_id, a.workers) == (5, 3)
