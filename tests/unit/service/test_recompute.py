@@ -111,3 +111,12 @@ def test_every_policy_the_service_runs_gives_a_job_of_ranks_workers_in_multiples
     assert all(w["ddp"] % 2 == 0 for w in plans.values()), plans
     # greedy stopped at the job's first worker, worth nothing alone: the 2 ranks got none of 7 spare cores
     assert plans["greedy"] == {"ddp": 6, "b": 3}
+
+
+def test_a_job_record_the_allocator_refuses_costs_only_its_own_node_a_plan():
+    # a record written by an older adlrec or another process: a minimum past its curve's last point
+    snap = Snapshot(nodes={"n1": NODE, "n2": NODE}, jobs=(job("a", min_workers=9), job("b", node="n2")))
+    bad, good = compute_plans(snap, "optimal", "busy_gpus", 0.0)
+    assert (bad.node, bad.request, bad.plan, bad.changed) == ("n1", None, None, False)
+    assert "job 'a': need 0 <= min_workers (9)" in bad.error
+    assert good.changed and good.plan.workers == {"b": 3}
