@@ -38,6 +38,7 @@ CASES = [
     ("share above 1", "fp-a", {"json": {"throughput": 5.0, "workers": 1, "data_wait": 2}, "headers": AUTH}, False),
     ("extra field", "fp-a", {"json": {"colour": "red"}, "headers": AUTH}, False),
     ("negative workers", "fp-a", {"json": {"workers": -1}, "headers": AUTH}, False),
+    ("negative rate", "fp-a", {"json": {"throughput": -5.0, "workers": 1}, "headers": AUTH}, False),
     ("true for a rate", "fp-a", {"json": {"throughput": True, "workers": 1}, "headers": AUTH}, False),
     ("a string for workers", "fp-a", {"json": {"workers": "1"}, "headers": AUTH}, False),
     ("a float for workers", "fp-a", {"json": {"workers": 1.0}, "headers": AUTH}, False),

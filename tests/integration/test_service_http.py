@@ -138,6 +138,14 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v", "curve": [1.0, 2.0], "gpus": -1}, "gpus", "greater than or equal to 0"),
         ({"node": "v"}, "body", "exactly one of probe or curve"),
         ({"node": "v", "curve": [1.0, 2.0], "max_workers": 5}, "body", "past the curve's last point"),
+        (
+            {"node": "v", "curve": [1.0, 2.0], "min_workers": 2},
+            "body",
+            "min_workers (2) is past the curve's last point",
+        ),
+        ({"node": "v", "curve": [1.0, 2.0, 3.0], "min_workers": 2, "max_workers": 1}, "body", "must be <= max_workers"),
+        ({"node": "v", "curve": [1.0, -2.0]}, "curve.1", "greater than or equal to 0"),
+        ({"node": "v", "curve": [1.0] * 258}, "curve", "at most 257 items"),
         ({"node": "v", "curve": [1.0, "fast"]}, "curve.1", "valid number"),
         ({"node": "v b", "curve": [1.0]}, "node", "pattern"),
         # strict types: a wrong type is the client's mistake, never coerced (true was 1, "2" was 2)
@@ -157,6 +165,16 @@ def test_bad_input_is_a_422_that_names_the_field(service, body, field, words):
     assert r.status_code == 422, r.text
     detail = r.json()["detail"]
     assert detail.startswith(f"invalid request: {field}: ") and words in detail, detail
+    assert http.get("/jobs", params={"node": "v"}).json() == []  # nothing registered
+
+
+def test_a_curve_s_bounds_may_reach_its_last_point_of_up_to_256_workers(service):
+    http, _ = service
+    edge = register(http, "edge", "edge-a", [1.0, 2.0, 3.0], min_workers=2, max_workers=2)
+    assert (edge["min_workers"], edge["max_workers"], edge["assignment"]["workers"]) == (2, 2, 2)
+    assert len(register(http, "edge", "edge-long", [1.0] * 257)["curve"]) == 257  # w = 0..256
+    for job_id in ("edge-a", "edge-long"):
+        assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
 
 
 def test_a_node_no_plan_fits_says_why_until_one_does(service):
