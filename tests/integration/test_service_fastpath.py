@@ -39,6 +39,7 @@ CASES = [
     ("extra field", "fp-a", {"json": {"colour": "red"}, "headers": AUTH}, False),
     ("negative workers", "fp-a", {"json": {"workers": -1}, "headers": AUTH}, False),
     ("negative rate", "fp-a", {"json": {"throughput": -5.0, "workers": 1}, "headers": AUTH}, False),
+    ("workers past the limit", "fp-a", {"json": {"workers": 257}, "headers": AUTH}, False),
     ("true for a rate", "fp-a", {"json": {"throughput": True, "workers": 1}, "headers": AUTH}, False),
     ("a string for workers", "fp-a", {"json": {"workers": "1"}, "headers": AUTH}, False),
     ("a float for workers", "fp-a", {"json": {"workers": 1.0}, "headers": AUTH}, False),

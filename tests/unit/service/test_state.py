@@ -232,3 +232,30 @@ def test_an_older_plan_stored_late_does_not_replace_the_newer_current_one(opened
     assert state.current_plans()["n1"].plan_id == 5
     a = state.beat("a", None, None, None).assignment
     assert (a.plan_id, a.workers) == (5, 3)
+
+
+def test_listings_and_counts_take_open_jobs_from_memory_before_the_flush(opened):
+    state, store, clock = opened
+    state.register(spec("a"), DEFAULT)
+    state.register(spec("b"), DEFAULT)
+    state.finish("b")
+    clock.advance(61)
+    state.expire(60)  # not flushed: the store still says active
+    assert [(j.job_id, j.status) for j in state.jobs()] == [("a", EXPIRED), ("b", FINISHED)]
+    assert [j.status for j in state.jobs(node="n1")] == [EXPIRED, FINISHED]
+    assert state.counts() == {ACTIVE: 0, EXPIRED: 1, FINISHED: 1, "plans": 0}
+    assert store.counts()[ACTIVE] == 1
+
+
+def test_a_job_another_process_registered_is_held_from_its_first_heartbeat(opened):
+    state, store, clock = opened
+    other = JobState(JobStore(store.url, clock=clock), clock)  # a second service on the same database
+    other.load()
+    other.register(spec("a"), DEFAULT)
+    other.beat("a", 70.0, 2, None)
+    other.flush()
+    assert state.beat("a", 80.0, 2, None) is None  # not held here yet
+    state.check_closed("a")  # active in the store: adopted with its points
+    assert state.beat("a", 80.0, 2, None).job.reported_workers == 2
+    assert state.points("a") == [MeasuredPoint(2, 75.0, 2, None)]
+    other.store.close()
