@@ -120,3 +120,15 @@ def test_a_job_record_the_allocator_refuses_costs_only_its_own_node_a_plan():
     assert (bad.node, bad.request, bad.plan, bad.changed) == ("n1", None, None, False)
     assert "job 'a': need 0 <= min_workers (9)" in bad.error
     assert good.changed and good.plan.workers == {"b": 3}
+
+
+def test_under_the_weighted_objective_the_heavier_job_gets_the_scarce_cores():
+    snap = Snapshot(nodes={"n1": NODE}, jobs=(job("a", weight=5.0), job("b")))  # 4 worker cores for two jobs
+    assert compute_plans(snap, "optimal", "busy_gpus", 0.0)[0].plan.workers == {"a": 2, "b": 2}  # weight unused
+    assert compute_plans(snap, "optimal", "weighted", 0.0)[0].plan.workers == {"a": 3, "b": 1}
+
+
+def test_a_node_s_memory_bounds_the_workers_of_a_job_that_needs_it():
+    snap = Snapshot(nodes={"n1": NODE}, jobs=(job("a", mem_per_worker_mb=4000),))  # 10 GB: 2 such workers
+    plan = compute_plans(snap, "optimal", "busy_gpus", 0.0)[0].plan
+    assert plan.workers == {"a": 2} and plan.memory_used_mb == 8000  # 3 would reach its peak
