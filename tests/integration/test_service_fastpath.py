@@ -40,6 +40,7 @@ CASES = [
     ("negative workers", "fp-a", {"json": {"workers": -1}, "headers": AUTH}, False),
     ("negative rate", "fp-a", {"json": {"throughput": -5.0, "workers": 1}, "headers": AUTH}, False),
     ("workers past the limit", "fp-a", {"json": {"workers": 257}, "headers": AUTH}, False),
+    ("negative share", "fp-a", {"json": {"throughput": 5.0, "workers": 1, "data_wait": -0.5}, "headers": AUTH}, False),
     ("true for a rate", "fp-a", {"json": {"throughput": True, "workers": 1}, "headers": AUTH}, False),
     ("a string for workers", "fp-a", {"json": {"workers": "1"}, "headers": AUTH}, False),
     ("a float for workers", "fp-a", {"json": {"workers": 1.0}, "headers": AUTH}, False),

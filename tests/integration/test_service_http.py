@@ -155,6 +155,7 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v", "curve": [1.0, 2.0], "weight": False}, "weight", "valid number"),
         ({"node": "v", "curve": [1.0], "colour": "red"}, "colour", "Extra inputs"),
         ({"node": "v", "probe": PROBE | {"ceiling": 0}}, "probe.ceiling", "greater than 0"),
+        ({"node": "v", "probe": PROBE | {"fetch_extra_s": -1.0}}, "probe.fetch_extra_s", "greater than or equal to 0"),
         ({"node": "v", "probe": PROBE, "max_workers": 999}, "max_workers", "less than or equal to 256"),
         ({"node": "v", "probe": PROBE, "max_workers": 100}, "max_workers", "above this service's limit"),
     ],

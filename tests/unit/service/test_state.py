@@ -208,6 +208,8 @@ def test_a_job_is_expired_only_once_silent_for_longer_than_the_ttl(opened):
     clock.advance(0.5)
     assert state.expire(60) == ["a"]
     assert state.active_count("n1") == 0 and state.held_counts() == {ACTIVE: 0, EXPIRED: 1}
+    clock.advance(60)
+    assert state.expire(60) == []  # expired once: not counted (or its run ended) again at every recompute
 
 
 def test_registering_again_moves_the_job_to_the_end_as_the_store_does(opened):
