@@ -178,6 +178,15 @@ def test_a_curve_s_bounds_may_reach_its_last_point_of_up_to_256_workers(service)
         assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
 
 
+def test_registering_a_job_id_again_is_a_200_that_replaces_its_spec_and_forgets_its_points(service):
+    http, _ = service
+    register(http, "again", "again-a", STEEP)
+    assert http.post("/jobs/again-a/heartbeat", json={"throughput": 70.0, "workers": 2}, headers=AUTH).is_success
+    r = http.post("/jobs", json={"job_id": "again-a", "node": "again", "curve": FLAT}, headers=AUTH)
+    assert r.status_code == 200 and (r.json()["predicted"], r.json()["measured"]) == (FLAT, []), r.text
+    assert http.post("/jobs/again-a/finish", headers=AUTH).status_code == 200
+
+
 def test_a_node_no_plan_fits_says_why_until_one_does(service):
     http, _ = service
     http.put("/nodes/small", json={"cores": 2, "memory_mb": 8000}, headers=AUTH)
