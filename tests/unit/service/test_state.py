@@ -221,14 +221,15 @@ def test_registering_again_moves_the_job_to_the_end_as_the_store_does(opened):
     assert [j.job_id for j in store.jobs()] == ["b", "a"]
 
 
+def plan(plan_id: int, workers: int) -> PlanRecord:
+    """Node n1's plan giving job a ``workers``."""
+    p = AllocationPlan("optimal", {"a": workers}, {"a": 1.0}, 1.0, 0.0, 0, 0, {})
+    return PlanRecord(plan_id, "n1", 0.0, p, AllocationRequest(cores=1, memory_mb=0, jobs=()))
+
+
 def test_an_older_plan_stored_late_does_not_replace_the_newer_current_one(opened):
     state, _, _ = opened
     state.register(spec("a"), DEFAULT)
-
-    def plan(plan_id: int, workers: int) -> PlanRecord:
-        p = AllocationPlan("optimal", {"a": workers}, {"a": 1.0}, 1.0, 0.0, 0, 0, {})
-        return PlanRecord(plan_id, "n1", 0.0, p, AllocationRequest(cores=1, memory_mb=0, jobs=()))
-
     state.plans_stored([plan(5, 3)])
     state.plans_stored([plan(4, 1)])
     assert state.current_plans()["n1"].plan_id == 5
@@ -261,3 +262,13 @@ def test_a_job_another_process_registered_is_held_from_its_first_heartbeat(opene
     assert state.beat("a", 80.0, 2, None).job.reported_workers == 2
     assert state.points("a") == [MeasuredPoint(2, 75.0, 2, None)]
     other.store.close()
+
+
+def test_an_expired_job_is_not_told_the_count_of_the_plan_it_left(opened):
+    state, _, clock = opened
+    state.register(replace(spec("a"), requested_workers=1), DEFAULT)
+    state.plans_stored([plan(5, 3)])
+    clock.advance(61)
+    state.expire(60)  # until the next plan, its node's current one still counts 3 for it
+    a = state.assignment(state.job("a"))
+    assert (a.workers, a.plan_id, a.status) == (1, None, EXPIRED)
