@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+import torch
 
 from adlrec.callbacks.controller import Controller
 from adlrec.client import Assignment
@@ -25,6 +26,7 @@ class Service:
         self.broken = broken
         self.registered: list[dict[str, Any]] = []
         self.beats: list[dict[str, Any]] = []
+        self.follows: list[tuple[str, bool]] = []
         self.finished = 0
 
     def _answer(self) -> Assignment | None:
@@ -49,6 +51,7 @@ class Service:
         return True
 
     def follow(self, job_id: str, *, first: bool = False) -> Any:
+        self.follows.append((job_id, first))
         return self._answer()
 
 
@@ -61,11 +64,13 @@ def heartbeat_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "adlrec-heartbeat"]
 
 
-def steps(c: Controller, now: list[float], k: int, dt: float = 0.1) -> None:
-    """``k`` steps of ``dt`` each on the controller's injected clock, 8 samples a step."""
+def steps(c: Controller, now: list[float], k: int) -> None:
+    """``k`` steps of 0.1 s each on the controller's injected clock, the first 0.02 s of each waiting for
+    its batch of 8 samples."""
     for _ in range(k):
+        now[0] += 0.02
         c.batch_fetched()
-        now[0] += dt
+        now[0] += 0.08
         c.batch_done(8)
 
 
@@ -73,13 +78,15 @@ def test_throughput_is_reported_once_min_steps_were_measured_and_not_before():
     now = [0.0]
     service = Service()
     c = Controller(service, "n", interval_s=3600, clock=lambda: now[0], window=10, min_steps=3)
-    c.loader = loader()
+    c.loader = torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=2)  # never iterated
     steps(c, now, 3)  # the origin and 2 measured steps
     c.beat()
     steps(c, now, 1)  # 3 measured steps
     c.beat()
-    assert [b["throughput"] for b in service.beats] == [None, pytest.approx(80.0)]
-    assert [b["workers"] for b in service.beats] == [2, 2]
+    assert service.beats == [
+        {"throughput": None, "workers": 2, "data_wait": None},
+        {"throughput": pytest.approx(80.0), "workers": 2, "data_wait": pytest.approx(0.2)},
+    ]
 
 
 def test_a_loader_that_does_not_say_its_workers_reports_no_throughput():
