@@ -356,3 +356,21 @@ def test_a_service_that_answers_again_even_with_a_refusal_is_back_and_its_next_a
         said, ["unreachable", "is back", "refused POST jobs 401", "unreachable"], strict=True
     ):
         assert words in message
+
+
+def test_a_job_finished_at_the_service_is_registered_again_by_its_next_heartbeat(tmp_path):
+    """A second run whose registration found the service away kept the first run's job id, the service had
+    that job as finished, and each heartbeat got 409: before, the client logged a refusal and answered its
+    last assignment, stale, for the whole run, never registered.  The service says to register it again."""
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        client.register(node="fin", curve=STEEP, job_id="fin-a", requested_workers=2)
+        assert client.heartbeat(throughput=50.0, workers=2).status == "active" and client.finish()
+    assert client.register(node="fin", curve=STEEP, requested_workers=2) == "fin-a"  # away: the id it had
+    with LiveServer(create_app(settings), port=port) as srv:
+        a = client.heartbeat(throughput=50.0, workers=2)
+        assert a is not None and not a.stale and a.status == "active"
+        assert httpx.get(f"{srv.url}/jobs/fin-a", timeout=10).json()["status"] == "active"
+    client.close()
