@@ -374,3 +374,14 @@ def test_a_job_finished_at_the_service_is_registered_again_by_its_next_heartbeat
         assert a is not None and not a.stale and a.status == "active"
         assert httpx.get(f"{srv.url}/jobs/fin-a", timeout=10).json()["status"] == "active"
     client.close()
+
+
+def test_a_follow_marked_first_takes_the_plan_as_new_again(tmp_path):
+    """A follower rank's next run (``first=True``) applies the job's plan to its fresh loader, though it saw
+    that plan in its last run and the job has not been registered again."""
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, ServiceClient(srv.url, token="s3cret") as leader:
+        leader.register(node="f", curve=STEEP, job_id="f-a", requested_workers=2)
+        (plan,) = recompute(srv.url)
+        with ServiceClient(srv.url) as follower:
+            news = [follower.follow("f-a", first=first).new for first in (True, False, True, False)]
+            assert news == [True, False, True, False] and follower.last.plan_id == plan["plan_id"]
