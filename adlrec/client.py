@@ -3,7 +3,8 @@
 Short timeouts, a few retries with exponential backoff on connection errors and 5xx, then it gives
 up for this call and answers with what it knew last: when the service is away a job keeps its last
 plan, and the client logs that once (and once more when the service is back).  A job the service
-no longer knows (its store was wiped) is registered again from the saved registration.
+no longer knows (its store was wiped), or has as finished (a run whose registration found the service
+away kept its last run's job id), is registered again from the saved registration.
 
     client = ServiceClient("http://127.0.0.1:8470", token=os.environ.get("ADLREC_SERVICE_TOKEN"))
     client.register(node="gpu-01", probe=features.to_dict(), requested_workers=8)
@@ -117,8 +118,9 @@ class ServiceClient:
         body = {"throughput": throughput, "workers": workers, "data_wait": data_wait}
         body = {k: v for k, v in body.items() if v is not None}
         data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, unknown_ok=True, shape=_is_assignment)
-        if data == "unknown" and self._registration is not None:
-            log.warning("service at %s no longer knows job %s; registering it again", self.url, self.job_id)
+        if data in ("unknown", "finished") and self._registration is not None:
+            held = "no longer knows" if data == "unknown" else "has finished"
+            log.warning("service at %s %s job %s; registering it again", self.url, held, self.job_id)
             if self.register(**self._registration) is None:
                 return self._stale()
             data = self._call("POST", f"/jobs/{self.job_id}/heartbeat", body, shape=_is_assignment)
@@ -196,7 +198,8 @@ class ServiceClient:
         unknown_ok: bool = False,
         shape: Callable[[Any], bool] | None = None,
     ) -> Any:
-        """The JSON answer; None on any failure (logged); "unknown" for a 404 when ``unknown_ok``.
+        """The JSON answer; None on any failure (logged); "unknown" for a 404 (no such job) and "finished"
+        for a 409 (a job that finished: the service says to register it again) when ``unknown_ok``.
 
         ``shape``: whether a successful answer is what the service sends for this call (default: a JSON
         object).  One that is not (an HTML page, another program's JSON: a proxy or a wrong URL answering
@@ -222,6 +225,8 @@ class ServiceClient:
                 self._came_back()
                 if r.status_code == 404 and unknown_ok:
                     return "unknown"
+                if r.status_code == 409 and unknown_ok:
+                    return "finished"
                 self._complain_once(f"{method} {path.split('/')[1]} {r.status_code}", r)
                 return None
             try:

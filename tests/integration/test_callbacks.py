@@ -373,20 +373,23 @@ class ScriptedService:
         return True
 
 
-def test_a_plan_is_not_undone_by_an_earlier_one_still_pending():
+def test_a_plan_is_not_undone_by_an_earlier_one_still_pending(caplog):
     """Plan 1 says 1 worker; before the loop takes its next batch (which applies a request), plan 2 says 2
     again.  ``num_workers`` still reads 2 (the count applied), but the request for 1 is pending: plan 2
-    must overwrite it, or the loop applies 1 and keeps it."""
+    must overwrite it, or the loop applies 1 and keeps it.  The log says each change from the count last
+    asked for, not from the one the loader still runs."""
     plans = [Assignment(1, 1, "active", new=True), Assignment(2, 2, "active", new=True)]
     ld = loader(n=96, workers=2)
     c = Controller(ScriptedService(plans), "n12", interval_s=3600, registration={"curve": STEEP})
-    with ld:
+    with ld, caplog.at_level(logging.INFO, logger="adlrec.callbacks"):
         it = iter(ld)
         seen = next(it).tolist()
         c.start(ld)
         c.beat()  # plan 1: request_resize(1), pending until the next batch
         assert ld.num_workers == 2
         c.beat()  # plan 2
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("plan ")]
+        assert said == ["plan 1: 2 -> 1 DataLoader workers", "plan 2: 1 -> 2 DataLoader workers"]
         seen += [i for batch in it for i in batch.tolist()]
         c.stop()
         assert ld.num_workers == 2 and ld.serving_workers == 2

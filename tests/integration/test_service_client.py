@@ -177,6 +177,7 @@ IMPOSTORS = [  # (body, media type) of answers that are not the service's
     (b'{"ok": true}', "application/json"),
     (b"[1, 2]", "application/json"),
     (b'{"job_id": "x", "workers": 1000000000, "plan_id": 7, "status": "active"}', "application/json"),
+    (b'{"job_id": "x", "workers": -1, "plan_id": 7, "status": "active"}', "application/json"),
 ]
 
 
@@ -271,3 +272,116 @@ def test_an_answer_dripped_a_byte_at_a_time_ends_the_call_at_its_deadline(caplog
         assert "unreachable (ReadTimeout" in caplog.text
     finally:
         dripper.close()
+
+
+def _unavailable(status: int, requests: list[str]) -> Starlette:
+    """What answers at the service's address while the service behind it is down (a proxy's 502 or 503):
+    every request answered ``status``, and counted."""
+
+    async def answer(request: Request) -> Response:
+        requests.append(f"{request.method} {request.url.path}")
+        return Response(b"<html>Service Unavailable</html>", status_code=status, media_type="text/html")
+
+    return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
+
+
+def test_a_5xx_is_retried_with_doubling_backoff_then_the_last_plan_is_kept(tmp_path, caplog):
+    """A 5xx is the service away, not a refusal: tried ``retries`` times more, ``backoff_s`` doubling between
+    the tries and no wait after the last, then the last plan is kept and the warning said once."""
+    with LiveServer(create_app(service_settings(tmp_path))) as srv:
+        port = srv.port
+        slept: list[float] = []
+        client = ServiceClient(srv.url, token="s3cret", retries=3, backoff_s=0.05, sleep=slept.append)
+        client.register(node="busy", curve=STEEP, job_id="busy-a", requested_workers=2)
+        (plan,) = recompute(srv.url)
+        held = client.heartbeat(throughput=50.0, workers=2)
+        assert held.new and held.plan_id == plan["plan_id"] and slept == []
+    requests: list[str] = []
+    with LiveServer(_unavailable(503, requests), port=port), caplog.at_level(logging.INFO, logger="adlrec.client"):
+        stale = [client.heartbeat(throughput=50.0, workers=held.workers) for _ in range(2)]
+        assert all(a.stale and (a.workers, a.plan_id, a.new) == (held.workers, held.plan_id, False) for a in stale)
+    assert requests == ["POST /jobs/busy-a/heartbeat"] * 8  # 4 tries a call
+    assert slept == [0.05, 0.1, 0.2] * 2
+    (said,) = caplog.records
+    assert said.levelname == "WARNING" and "unreachable (HTTP 503)" in said.getMessage()
+    client.close()
+
+
+def test_a_job_whose_registration_found_no_service_registers_when_it_answers(tmp_path):
+    """The service is not up yet when the job starts: a later heartbeat registers the job, and it is planned."""
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv:  # only to find a free port
+        port = srv.port
+    client = ServiceClient(f"http://127.0.0.1:{port}", token="s3cret", sleep=lambda s: None)
+    assert client.register(node="late", curve=STEEP, job_id="late-a", requested_workers=2) is None
+    assert client.heartbeat(throughput=50.0, workers=2) is None  # still away, and no plan known
+    with LiveServer(create_app(settings), port=port) as srv:
+        a = client.heartbeat(throughput=50.0, workers=2)
+        assert a is not None and not a.stale and a.status == "active" and client.job_id == "late-a"
+        assert httpx.get(f"{srv.url}/jobs/late-a", timeout=10).json()["requested_workers"] == 2
+        (plan,) = recompute(srv.url)
+        assert client.heartbeat(throughput=50.0, workers=2).plan_id == plan["plan_id"]
+    client.close()
+
+
+def test_a_404_is_no_answer_where_the_call_does_not_expect_one(tmp_path):
+    """A node with no plan yet, a job the service no longer holds: ``plan`` answers None and ``finish``
+    False, not the marker the heartbeat and follow calls use for an unknown job."""
+    with LiveServer(create_app(service_settings(tmp_path / "one"))) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        assert client.register(node="gone", curve=STEEP, job_id="gone-a") == "gone-a"
+        assert client.plan("gone") is None  # no recompute yet
+    with LiveServer(create_app(service_settings(tmp_path / "two")), port=port):  # an empty store
+        assert client.finish() is False
+        assert client.plan("gone") is None
+    client.close()
+
+
+def test_a_service_that_answers_again_even_with_a_refusal_is_back_and_its_next_absence_is_said(tmp_path, caplog):
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv:  # only to find a free port
+        port = srv.port
+    with (
+        ServiceClient(f"http://127.0.0.1:{port}", token="wrong", sleep=lambda s: None) as client,
+        caplog.at_level(logging.INFO, logger="adlrec.client"),
+    ):
+        client.register(node="r", curve=STEEP)  # away
+        with LiveServer(create_app(settings), port=port):
+            client.register(node="r", curve=STEEP)  # back, and refusing the token
+        client.register(node="r", curve=STEEP)  # away again
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in said] == ["WARNING", "INFO", "ERROR", "WARNING"]
+    for (_, message), words in zip(
+        said, ["unreachable", "is back", "refused POST jobs 401", "unreachable"], strict=True
+    ):
+        assert words in message
+
+
+def test_a_job_finished_at_the_service_is_registered_again_by_its_next_heartbeat(tmp_path):
+    """A second run whose registration found the service away kept the first run's job id, the service had
+    that job as finished, and each heartbeat got 409: before, the client logged a refusal and answered its
+    last assignment, stale, for the whole run, never registered.  The service says to register it again."""
+    settings = service_settings(tmp_path)
+    with LiveServer(create_app(settings)) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        client.register(node="fin", curve=STEEP, job_id="fin-a", requested_workers=2)
+        assert client.heartbeat(throughput=50.0, workers=2).status == "active" and client.finish()
+    assert client.register(node="fin", curve=STEEP, requested_workers=2) == "fin-a"  # away: the id it had
+    with LiveServer(create_app(settings), port=port) as srv:
+        a = client.heartbeat(throughput=50.0, workers=2)
+        assert a is not None and not a.stale and a.status == "active"
+        assert httpx.get(f"{srv.url}/jobs/fin-a", timeout=10).json()["status"] == "active"
+    client.close()
+
+
+def test_a_follow_marked_first_takes_the_plan_as_new_again(tmp_path):
+    """A follower rank's next run (``first=True``) applies the job's plan to its fresh loader, though it saw
+    that plan in its last run and the job has not been registered again."""
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, ServiceClient(srv.url, token="s3cret") as leader:
+        leader.register(node="f", curve=STEEP, job_id="f-a", requested_workers=2)
+        (plan,) = recompute(srv.url)
+        with ServiceClient(srv.url) as follower:
+            news = [follower.follow("f-a", first=first).new for first in (True, False, True, False)]
+            assert news == [True, False, True, False] and follower.last.plan_id == plan["plan_id"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -11,7 +12,8 @@ import torch.multiprocessing as mp
 from adlrec.callbacks import team as team_module
 from adlrec.callbacks.controller import Controller, distributed_rank
 from adlrec.callbacks.team import form_team
-from adlrec.client import ServiceClient
+from adlrec.client import Assignment, ServiceClient
+from tests.unit.callbacks.test_controller import Service, loader
 
 CLOSED = "http://127.0.0.1:9"  # nothing listens: the controller must go on regardless
 
@@ -158,3 +160,40 @@ def test_a_ranks_argument_that_is_not_the_teams_size_is_overridden_and_said_so(t
     said = [m for m in got[0]["records"] if "ranks=4" in m]
     assert len(said) == 1 and "2 ranks of this run on node node-a" in said[0] and "registers ranks=2" in said[0]
     assert not any("ranks=4" in m for m in got[1]["records"])  # the leader says it, once
+
+
+def _roles(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    service = Service([Assignment(1, 1, "active", new=True)])
+    c = Controller(service, "node-a", interval_s=0.05, registration={"job_id": "run-9"}, stop_wait_s=10)
+    c.start(loader(workers=2))
+    deadline = time.monotonic() + 30
+    while len(service.follows) + len(service.beats) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    c.stop()
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(
+            {
+                "registered": service.registered,
+                "beats": len(service.beats),
+                "follows": service.follows,
+                "finished": service.finished,
+                "applied": c.applied,
+            },
+            f,
+        )
+
+
+def test_the_leader_registers_reports_and_finishes_the_job_and_the_follower_only_reads_and_applies_it(tmp_path):
+    """A follower that registered and reported too would restart the job's life at the service, send its
+    figures beside the leader's, and end the job while the leader still trains."""
+    out = str(tmp_path / "rank")
+    mp.start_processes(_roles, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork")
+    leader, follower = (json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2))
+    assert leader["registered"] == [{"job_id": "run-9", "ranks": 2, "requested_workers": 2}]
+    assert leader["beats"] >= 2 and leader["follows"] == [] and leader["finished"] == 1
+    assert follower["registered"] == [] and follower["beats"] == 0 and follower["finished"] == 0
+    assert follower["follows"][0] == ["run-9", True]  # its first read of this run: the plan is new to it
+    assert all(f == ["run-9", False] for f in follower["follows"][1:]) and len(follower["follows"]) >= 2
+    assert leader["applied"] == follower["applied"] == [[1, 1]]
