@@ -149,3 +149,48 @@ def test_waited_s_counts_the_time_inside_next_and_nothing_between_batches(monkey
     for _ in ld:
         now[0] += 100.0  # the step: not a wait for data
     assert ld.waited_s == 10.0
+
+
+def test_a_state_of_another_seed_loaded_after_epochs_were_drawn_replays_that_seeds_order():
+    with ResizableLoader(Indices(12), batch_size=3, shuffle=True, seed=2) as ref:
+        flat(ref)
+        state = ref.state_dict()  # epoch 1 of seed 2, nothing of it taken
+        expected = flat(ref)
+    with ResizableLoader(Indices(12), batch_size=3, shuffle=True, seed=1) as loader:
+        flat(loader), flat(loader)  # epochs 0 and 1 of seed 1 drawn: its generator stands at epoch 1
+        loader.load_state_dict(state)
+        assert flat(loader) == expected
+
+
+def test_a_state_saved_after_set_epoch_and_before_iter_resumes_that_epoch():
+    with ResizableLoader(Indices(12), batch_size=3, shuffle=True, seed=4) as ref:
+        ref.set_epoch(5)
+        expected = flat(ref)
+    with ResizableLoader(Indices(12), batch_size=3, shuffle=True, seed=4) as loader:
+        flat(loader)  # epoch 0
+        loader.set_epoch(5)  # the next epoch picked (as Lightning does), then a checkpoint before its iter()
+        state = loader.state_dict()
+    assert (state["epoch"], state["batches_consumed"]) == (5, 0)
+    with ResizableLoader(Indices(12), batch_size=3, shuffle=True, seed=4) as resumed:
+        resumed.load_state_dict(state)
+        assert flat(resumed) == expected
+
+
+def test_a_resize_estimates_its_switch_from_the_smoothed_batch_interval_of_this_epoch(monkeypatch):
+    from adlrec.loader import resizable
+
+    intervals = []
+
+    def spy(*args, **kwargs):
+        intervals.append(args[2])  # the batch interval the switch is estimated from
+        return real(*args, **kwargs)
+
+    real = resizable.handover_batches
+    monkeypatch.setattr(resizable, "handover_batches", spy)
+    times = iter([0.0, 1.0, 2.0, 100.0, 102.0, 103.0])  # the clock as each batch is handed out
+    with ResizableLoader(Indices(3), batch_size=1, clock=lambda: next(times), fork_server=False) as loader:
+        flat(loader)  # 1 s, 1 s: 1.0
+        it = iter(loader)
+        next(it), next(it)  # the 98 s between epochs is no batch interval; then 2 s: 0.8 * 1.0 + 0.2 * 2.0
+        loader.resize(1)  # switching after the epoch's end: nothing starts, this epoch keeps 0 workers
+        assert intervals == [pytest.approx(1.2)] and flat(it) == [2]

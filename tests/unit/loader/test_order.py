@@ -49,6 +49,7 @@ def test_handover_covers_the_new_pools_start_then_its_warm_up_in_batch_times():
     assert handover_batches("spawn", 2, 0.1) == 32  # seconds of start: tens of batches
     assert handover_batches("fork", 2, 0.01, extra_forks=1) == 10  # a zygote to fork first: 75 ms, then 2
     assert handover_batches("fork", 2, 0.01, start_s=0.06, extra_forks=1) == 11  # 30 ms per fork measured
+    assert handover_batches("fork", 1, 1.0, extra_forks=1) == 3  # slow batches: one fork each, the zygote's too
     assert handover_batches("spawn", 2, 0.1, start_s=0.25) == 5  # what starting one took here wins
     # a 4 GB process: each fork copies its page tables, 100 ms more per fork (255 ms), then 2 of warm-up
     assert handover_batches("fork", 2, 0.01, process_gb=4.0) == 28
