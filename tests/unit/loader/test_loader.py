@@ -194,3 +194,20 @@ def test_a_resize_estimates_its_switch_from_the_smoothed_batch_interval_of_this_
         next(it), next(it)  # the 98 s between epochs is no batch interval; then 2 s: 0.8 * 1.0 + 0.2 * 2.0
         loader.resize(1)  # switching after the epoch's end: nothing starts, this epoch keeps 0 workers
         assert intervals == [pytest.approx(1.2)] and flat(it) == [2]
+
+
+@pytest.mark.parametrize(("to", "served"), [(2, [1] * 5 + [2]), (0, [1, 1, 0, 0, 0, 0])])
+def test_a_grow_switches_handover_batches_after_those_in_flight_and_a_drop_right_after_them(to, served):
+    """One worker has ``prefetch_factor`` (2) batches in flight; ``handover`` (3) more are the old pool's only
+    when a pool must start (a grow), not when the loader drops to 0 workers, which starts nothing."""
+    kw = {"num_workers": 1, "handover": 3, "multiprocessing_context": "fork", "fork_server": False}
+    with ResizableLoader(Indices(20), batch_size=1, **kw) as loader:
+        it = iter(loader)
+        head = [next(it) for _ in range(5)]
+        loader.resize(to)
+        serving = []
+        for _ in range(6):
+            head.append(next(it))
+            serving.append(loader.serving_workers)
+        assert serving == served
+        assert flat(head) + flat(it) == list(range(20))
