@@ -211,3 +211,15 @@ def test_a_grow_switches_handover_batches_after_those_in_flight_and_a_drop_right
             serving.append(loader.serving_workers)
         assert serving == served
         assert flat(head) + flat(it) == list(range(20))
+
+
+def test_loading_a_state_mid_epoch_stops_the_live_iterator_and_the_next_iter_resumes_the_state():
+    with ResizableLoader(Indices(12), batch_size=2, shuffle=True, seed=6) as ref:
+        whole = flat(ref)
+        state = ref.state_dict() | {"epoch": 0, "batches_consumed": 4}
+    with ResizableLoader(Indices(12), batch_size=2, shuffle=True, seed=6) as loader:
+        it = iter(loader)
+        next(it)
+        loader.load_state_dict(state)
+        assert list(it) == []  # the epoch it served was left: it just stops, serving nothing more
+        assert flat(loader) == whole[8:]
