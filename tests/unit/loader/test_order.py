@@ -43,6 +43,7 @@ def test_a_sampler_gets_set_epoch_forwarded_and_shuffle_with_a_sampler_is_refuse
 def test_handover_covers_the_new_pools_start_then_its_warm_up_in_batch_times():
     assert handover_batches("fork", 0, 0.01) == 0  # an in-process loader is ready at once
     assert handover_batches("fork", 2, None) == 0  # no batch interval measured yet
+    assert handover_batches("fork", 2, 0.0) == 0  # batches closer than the clock resolves: none measured
     assert handover_batches("fork", 2, 0.1) == 4  # one fork per batch (55 ms of start is less), then 2 of warm-up
     assert handover_batches("fork", 4, 0.01) == 14  # 95 ms of start, then 4
     assert handover_batches("fork", 4, 0.024, old_workers=2) == 10  # the old pool's 2 share the cores meanwhile
