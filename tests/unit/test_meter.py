@@ -111,3 +111,11 @@ def test_a_source_that_stops_is_a_contract_error_not_an_empty_window():
             warmup_s=0,
             warmup_batches=0,
         )
+
+
+def test_a_window_that_ran_its_budget_is_stable_when_precise_though_short_of_min_batches():
+    # 50 steady batches in the 1 s budget, min_batches 1000: the error is 0, so the point is not flagged
+    clock = FakeClock()
+    m = run(clock, fetch_s=0.0, step_s=0.02, budget_s=1.0, min_batches=1000)
+    assert m.batches < 1000 and m.seconds >= 1.0
+    assert m.stable
