@@ -74,6 +74,7 @@ def test_drift_is_a_change_beyond_both_errors_and_the_floor():
     assert drift(100.0, 0.01, 200.0, 0.01, 0.05) == pytest.approx(1.0)  # faster counts too
     assert drift(100.0, math.inf, 10.0, 0.01, 0.05) is None  # an error not estimated: nothing to say
     assert drift(0.0, 0.01, 80.0, 0.01, 0.05) is None  # nothing to compare with
+    assert drift(100.0, 0.01, 0.0, 0.01, 0.05) is None  # nor with a rate of 0 (no log of it)
 
 
 def test_error_is_the_standard_error_of_the_group_rates_mean_relative_to_it():

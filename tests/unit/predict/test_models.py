@@ -154,8 +154,19 @@ def test_learned_model_fits_around_a_point_measured_at_zero():
     assert np.all(np.isfinite(model.predict(curves[0].features, range(8))))
 
 
+def test_analytic_refuses_a_negative_worker_count():
+    with pytest.raises(ValueError, match="workers must be >= 0, got -1"):
+        analytic_curve(feats(), [0, -1])
+
+
+def test_learned_model_needs_two_measured_points():
+    with pytest.raises(ValueError, match="at least two measured points"):
+        LearnedModel(n_estimators=5).fit([feats()], [(100.0,)])
+
+
 def test_make_model_and_its_errors():
     assert make_model({"kind": "learned", "max_depth": 2}).spec()["max_depth"] == 2
+    assert make_model({"kind": "learned", "subsample": 1.0}).spec()["subsample"] == 1.0  # every row, no sampling
     with pytest.raises(ValueError, match="unknown model kind 'tree'"):
         make_model({"kind": "tree"})
     with pytest.raises(ValueError, match="bad hyperparameters for learned"):
