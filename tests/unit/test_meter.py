@@ -111,3 +111,30 @@ def test_a_source_that_stops_is_a_contract_error_not_an_empty_window():
             warmup_s=0,
             warmup_batches=0,
         )
+
+
+def test_a_window_that_ran_its_budget_is_stable_when_precise_though_short_of_min_batches():
+    # 50 steady batches in the 1 s budget, min_batches 1000: the error is 0, so the point is not flagged
+    clock = FakeClock()
+    m = run(clock, fetch_s=0.0, step_s=0.02, budget_s=1.0, min_batches=1000)
+    assert m.batches < 1000 and m.seconds >= 1.0
+    assert m.stable
+
+
+def test_a_source_too_slow_to_warm_up_is_measured_once_the_budget_has_passed():
+    # the warm-up asks for a million batches: after budget_s of it the window starts anyway and runs budget_s
+    clock = FakeClock()
+    batches = (clock.advance(0.1) or i for i in range(500))  # ends long before a million: waiting would fail
+    m = measure(
+        batches,
+        lambda b: None,
+        clock=clock,
+        batch_size=1,
+        budget_s=1.0,
+        rse_target=0.05,
+        min_batches=5,
+        warmup_s=0.0,
+        warmup_batches=10**6,
+    )
+    assert m.rate == pytest.approx(10.0)
+    assert 1.0 <= clock.t - 100.0 < 3.0

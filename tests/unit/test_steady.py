@@ -1,4 +1,5 @@
 import math
+import random
 
 import pytest
 
@@ -73,3 +74,47 @@ def test_drift_is_a_change_beyond_both_errors_and_the_floor():
     assert drift(100.0, 0.01, 200.0, 0.01, 0.05) == pytest.approx(1.0)  # faster counts too
     assert drift(100.0, math.inf, 10.0, 0.01, 0.05) is None  # an error not estimated: nothing to say
     assert drift(0.0, 0.01, 80.0, 0.01, 0.05) is None  # nothing to compare with
+    assert drift(100.0, 0.01, 0.0, 0.01, 0.05) is None  # nor with a rate of 0 (no log of it)
+
+
+def test_error_is_the_standard_error_of_the_group_rates_mean_relative_to_it():
+    # two groups of two batches, at 10/s and 5/s: sample sd 2.5 * sqrt(2), over sqrt(2) groups, over the mean 7.5
+    est = estimate_rate([0.1, 0.1, 0.2, 0.2], [1, 1, 1, 1], groups=2)
+    assert est.rse == pytest.approx(2.5 / 7.5)
+
+
+def test_error_of_independent_batch_times_matches_theory_on_average():
+    """Batch times i.i.d. with coefficient of variation cv: the rate's relative variance is cv^2 / n.
+
+    The squared error estimate is unbiased for it (the mean of rse itself is not, by the chi factor), so
+    its mean over 1000 windows is 1.02-1.04 over seeds (its own spread is about 1.5%, and the rate, a ratio,
+    adds a bias of second order in cv); dividing the group variance by k instead of k - 1 gives 0.9 of that."""
+    rng = random.Random(7)
+    n, a = 200, 0.5
+    cv2 = a**2 / 3  # uniform on 1 +- a
+    squares = [
+        estimate_rate([0.01 * (1 + a * rng.uniform(-1, 1)) for _ in range(n)], [1] * n).rse ** 2 for _ in range(1000)
+    ]
+    assert 0.95 <= sum(squares) / len(squares) * n / cv2 <= 1.1
+
+
+def test_fewer_batches_than_groups_make_one_group_per_batch():
+    # 10/s, 5/s, 10/s, 5/s: sample sd sqrt(25 / 3), over sqrt(4), over the mean 7.5 (two groups of two would say 0)
+    est = estimate_rate([0.1, 0.2, 0.1, 0.2], [1, 1, 1, 1], groups=10)
+    assert est.rse == pytest.approx(math.sqrt(25 / 3) / 2 / 7.5)
+
+
+def test_a_group_with_no_elapsed_time_leaves_the_error_unknown():
+    # a clock too coarse to see two batches: their group has no rate, so no error can be estimated yet
+    est = estimate_rate([0.0, 0.0, 0.1, 0.1], [1, 1, 1, 1], groups=2)
+    assert est.rate == pytest.approx(20.0)
+    assert math.isinf(est.rse) and not est.stable(0.5, 1)
+
+
+def test_warmup_ends_once_exactly_min_seconds_have_passed():
+    assert warmup_end([0.25, 0.25, 0.25], min_batches=0, min_seconds=0.5) == 2
+
+
+def test_two_tight_measurements_inside_the_floor_are_not_drift():
+    # 3 combined errors are 0.4%: the 4% move is beyond them but within the 5% precision a rate is taken to
+    assert drift(100.0, 0.001, 104.0, 0.001, 0.05) is None

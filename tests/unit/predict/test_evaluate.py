@@ -1,6 +1,8 @@
+import numpy as np
 import pytest
 
-from adlrec.predict.evaluate import cross_validate, curves_from_profiles
+from adlrec.predict.evaluate import Curve, cross_validate, curves_from_profiles
+from adlrec.predict.models import make_model
 from tests.factories import make_profile, synthetic_profiles
 
 
@@ -76,3 +78,67 @@ def test_skipped_profiles_say_why_and_a_zero_throughput_never_reaches_the_scores
     ]
     with pytest.raises(ValueError, match=r"curve w emulate:5: throughput \(1.0, 0.0\): expected finite numbers > 0"):
         replace(curve, throughput=(1.0, 0.0))
+
+
+def _feats():
+    from adlrec.predict.features import ProbeFeatures
+
+    # analytic T(w) for w = 0..5: 283, 250, 500, 750, 1000 (its best), 964
+    return ProbeFeatures(5000.0, 300.0, 250.0, 500.0, 0.0, 32, 4, "emulate")
+
+
+def _curve(group: str, throughput) -> Curve:
+
+    return Curve(group, group, group, _feats(), tuple(float(t) for t in throughput))
+
+
+def test_scores_are_the_median_and_p90_of_point_errors_relative_to_the_measurement():
+    from adlrec.predict.models import analytic_curve
+
+    pred = analytic_curve(_feats(), range(6))
+    errors = {"a": [0.0] * 6, "b": [0.2] * 6, "c": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}
+    # measured = predicted / (1 + e): the error relative to the measurement is e
+    curves = [_curve(g, pred / (1 + np.asarray(e))) for g, e in errors.items()]
+    ev = cross_validate({"kind": "analytic"}, curves)
+    assert ev.median_ape == pytest.approx(0.2)  # 6 x 0, 0.1, 7 x 0.2, 0.3 .. 0.6: the mean would be 0.183
+    assert ev.p90_ape == pytest.approx(0.43)  # between the 16th (0.4) and 17th (0.5) of 18
+    # max errors, relative to the measured max: a 0, b 0.2, c |1000 - 1000/1.5| / (1000/1.5) = 0.5
+    assert ev.median_max_error == pytest.approx(0.2)
+
+
+def test_a_best_worker_count_is_a_hit_when_its_measured_rate_reaches_95_percent_of_the_measured_best():
+    # the analytic model picks 4 workers for both; measured, 4 give 96% of the best (5) in one, 60% in the other
+    near = _curve("near", (100, 200, 300, 400, 1920, 2000))
+    far = _curve("far", (100, 200, 300, 400, 1200, 2000))
+    assert cross_validate({"kind": "analytic"}, [near, far]).best_hit_rate == 0.5
+
+
+def test_each_workload_is_scored_by_a_model_fitted_without_it():
+    curves = curves_from_profiles(synthetic_profiles(workloads=3, devices=("emulate:5", "emulate:20")))
+    spec = {"kind": "learned", "n_estimators": 30}
+    ev = cross_validate(spec, curves)
+    for g in {c.group for c in curves}:
+        rest = [c for c in curves if c.group != g]
+        model = make_model(spec).fit([c.features for c in rest], [c.throughput for c in rest])
+        for c in (c for c in curves if c.group == g):
+            scored = [r["predicted"] for r in ev.rows if r["key"] == c.key]
+            assert scored == pytest.approx(list(model.predict(c.features, range(len(c.throughput)))), rel=1e-12)
+
+
+def test_a_workload_is_its_name_and_parameters_not_its_device():
+    from adlrec.predict.evaluate import workload_group
+    from adlrec.schemas import DeviceSpec
+
+    small = make_profile(params={"n": 3})
+    assert workload_group(small) == workload_group(make_profile(params={"n": 3}, device=DeviceSpec("emulate", 20.0)))
+    assert workload_group(small) != workload_group(make_profile(params={"n": 4}))
+
+
+def test_a_sweep_with_a_gap_in_its_worker_counts_is_skipped_not_read_as_consecutive():
+    from dataclasses import replace
+
+    p = make_profile(throughputs=(1.0, 2.0, 3.0, 4.0))
+    gap = replace(p, points=(*p.points[:3], replace(p.points[3], workers=4)))
+    skipped: list[str] = []
+    assert curves_from_profiles([gap], skipped) == []
+    assert skipped == ["with worker counts other than 0, 1, 2, ..."]

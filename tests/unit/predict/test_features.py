@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from adlrec.predict.features import FEATURE_COLUMNS, ProbeError, ProbeFeatures, features_from_profile
@@ -26,6 +28,9 @@ def test_round_trip_and_columns():
     [
         ("ceiling", -1.0, "probe input ceiling=-1.0: expected a finite rate in samples/s > 0"),
         ("prep_rate_1", float("nan"), "probe input prep_rate_1=nan"),
+        ("prep_rate_0", 0.0, "probe input prep_rate_0=0.0: expected a finite rate in samples/s > 0"),
+        ("ceiling", float("inf"), "probe input ceiling=inf: expected a finite rate"),
+        ("fetch_extra_s", 60.0, "probe input fetch_extra_s=60.0: expected seconds per sample, 0 <= s < 60"),
         ("fetch_extra_s", -0.1, "probe input fetch_extra_s=-0.1: expected seconds per sample"),
         ("cores", 0, "probe input cores=0: expected a whole number >= 1"),
         ("batch_size", True, "probe input batch_size=True"),
@@ -48,9 +53,10 @@ def test_from_dict_reports_missing_and_unparseable_fields():
 
 
 def test_features_from_a_profile_use_its_own_measurements():
-    p = make_profile(throughputs=(10.0, 20.0, 30.0, 31.0))
+    p = replace(make_profile(throughputs=(10.0, 20.0, 30.0, 31.0)), batch_size=16)
     f = features_from_profile(p)
     assert f.ceiling == p.baseline.ceiling
+    assert f.fetch_extra_s == pytest.approx(1e-4 - 1e-5) and f.batch_size == 16  # cold minus cached reads
     assert (f.prep_rate_0, f.prep_rate_1, f.prep_rate_2) == (20.0, 40.0, 60.0)
     assert f.cores == p.hardware.logical_cores and f.device_kind == "emulate"
     with pytest.raises(ProbeError, match="no points at workers=\\[2\\]"):

@@ -41,6 +41,7 @@ def test_analytic_grows_with_workers_to_the_ceiling_then_contention_bites():
     assert list(t[1:5]) == sorted(t[1:5])  # 1..4 workers: more is faster on 4 free cores
     assert t[4] == pytest.approx(250 * 4)  # perfect scaling (P2 = 2 P1)
     assert t[8] < t[4]  # past the free cores, contention
+    assert t[8] == pytest.approx(1000 / (1 + 0.15 * 4 / 4))  # 15% of the loader rate per free core's worth
     capped = analytic_curve(feats(ceiling=600.0), range(9))
     assert max(capped) == pytest.approx(600.0)
 
@@ -51,8 +52,35 @@ def test_analytic_on_cpu_caps_where_step_and_loading_fill_the_node():
     assert max(analytic_curve(f, range(8))) == pytest.approx(cap)
 
 
+def test_analytic_on_cpu_leaves_one_core_to_the_step():
+    # 4 cores, a step that needs one of them: the loader scales to 3 workers, a 4th contends
+    f = feats(device_kind="cpu", ceiling=1e9)  # the cap, about 4 x 300 = 1200/s, is above the loader
+    t = analytic_curve(f, range(6))
+    assert t[3] == pytest.approx(3 * 250)
+    assert t[4] == pytest.approx(750 / (1 + 0.15 / 3))
+    assert int(np.argmax(t)) == 3
+
+
+@pytest.mark.parametrize(
+    "p2,third",
+    [(375.0, 250 * (1 + 0.75 * 2)), (50.0, 250 * (1 + 0.2 * 2))],
+)
+def test_analytic_scales_past_two_workers_with_the_efficiency_seen_from_one_to_two_floored_at_a_fifth(p2, third):
+    # efficiency = P2 / (2 P1): 375 / 500 = 0.75; a second worker that slowed the loader still counts for 0.2
+    assert analytic_curve(feats(ceiling=1e9, prep_rate_2=p2), [3])[0] == pytest.approx(third)
+
+
+def test_analytic_cold_reads_add_in_full_in_process_and_spread_over_workers():
+    f = feats(ceiling=1e9, fetch_extra_s=0.002)
+    t = analytic_curve(f, [0, 1, 2])
+    assert t[0] == pytest.approx(1 / (1 / 1e9 + 1 / 300 + 0.002))
+    assert t[1] == pytest.approx(1 / (1 / 250 + 0.002))
+    assert t[2] == pytest.approx(1 / (1 / 500 + 0.002 / 2))
+
+
 def test_interp_is_flat_past_the_probed_points():
     t = InterpModel().predict(feats(), [0, 1, 2, 3, 6])
+    assert t[0] == pytest.approx(1 / (1 / 1000 + 1 / 300))  # in-process: loading then the step
     assert t[1] == 250 and t[2] == 500 and t[3] == 500 and t[4] == 500
 
 
@@ -117,8 +145,28 @@ def test_learned_model_predicts_any_probe_features_accepts(kw):
     assert np.all(np.isfinite(curve)) and np.all(curve >= 0) and curve.max() <= f.ceiling
 
 
+def test_learned_model_fits_around_a_point_measured_at_zero():
+    """fit takes raw curves (not only validated Curves): a 0 is skipped, not a log(0) math domain error."""
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    rates = [c.throughput for c in curves]
+    rates[0] = (0.0, *rates[0][1:])
+    model = LearnedModel(n_estimators=20).fit([c.features for c in curves], rates)
+    assert np.all(np.isfinite(model.predict(curves[0].features, range(8))))
+
+
+def test_analytic_refuses_a_negative_worker_count():
+    with pytest.raises(ValueError, match="workers must be >= 0, got -1"):
+        analytic_curve(feats(), [0, -1])
+
+
+def test_learned_model_needs_two_measured_points():
+    with pytest.raises(ValueError, match="at least two measured points"):
+        LearnedModel(n_estimators=5).fit([feats()], [(100.0,)])
+
+
 def test_make_model_and_its_errors():
     assert make_model({"kind": "learned", "max_depth": 2}).spec()["max_depth"] == 2
+    assert make_model({"kind": "learned", "subsample": 1.0}).spec()["subsample"] == 1.0  # every row, no sampling
     with pytest.raises(ValueError, match="unknown model kind 'tree'"):
         make_model({"kind": "tree"})
     with pytest.raises(ValueError, match="bad hyperparameters for learned"):
@@ -130,3 +178,5 @@ def test_make_model_and_its_errors():
 def test_smallest_reaching():
     assert smallest_reaching([10, 50, 96, 100, 90]) == 2
     assert smallest_reaching([100, 10]) == 0
+    assert smallest_reaching([92, 100]) == 1  # 92% is not the 95% the allocator promises
+    assert smallest_reaching([3, 4], share=0.75) == 0  # reaching the share exactly counts
