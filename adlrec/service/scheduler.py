@@ -180,7 +180,8 @@ class Recomputer:
             pool.shutdown(wait=True)
 
     def poke(self, trigger: str) -> None:
-        """Ask for a recompute ``debounce_s`` from now; asks that arrive meanwhile join it."""
+        """Ask for a recompute ``debounce_s`` from now; asks that arrive meanwhile join it, and one made while
+        a recompute runs is planned right after it."""
         sched = self._scheduler
         if sched is None:
             return
@@ -196,6 +197,9 @@ class Recomputer:
                 id="adlrec-debounced",
                 name="adlrec debounced recompute",
                 replace_existing=False,
+                # Due while the last one still runs, it waits for the recompute lock and plans what came
+                # meanwhile; with APScheduler's default of 1 it was skipped, leaving that to the next tick.
+                max_instances=2,
             )
         except Exception:  # another thread added it between the check and here: it will run
             log.debug("debounced recompute already pending", exc_info=True)

@@ -108,3 +108,27 @@ def test_ticks_skipped_while_a_slow_recompute_runs_are_counted_and_said_once(tmp
     (warning,) = [m for m in said if "came due while the one before it still ran" in m]
     assert "a recompute (interval)" in warning and "0.05 s here" in warning
     store.close()
+
+
+def test_a_registration_during_a_recompute_is_planned_after_it_not_at_the_next_tick(tmp_path):
+    """The recompute a register or finish asks for came due while the one before it still ran (one slower
+    than the debounce) and APScheduler skipped it: the job waited for the next periodic tick (30 s)."""
+    import time
+
+    rec, store = runner(tmp_path)
+    rec.config = RecomputeConfig("optimal", "busy_gpus", 0.0, ttl_s=60, interval_s=3600, debounce_s=0.05)
+    rec.own_process = False
+    rec._compute = lambda snapshot: time.sleep(0.6) or []  # a slow recompute, still under its lock
+    rec.start()  # its first periodic recompute runs at once, for 0.6 s
+    try:
+        rec.poke("register")  # due at 0.05 s: waits for the first, then runs until about 1.2 s
+        time.sleep(0.3)
+        rec.poke("register")  # due at 0.35 s, while the one above is still waiting or running
+        deadline = time.monotonic() + 30
+        while rec.metrics.value("adlrec_recomputes_total", trigger="register") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        rec.stop()
+    assert rec.metrics.value("adlrec_recomputes_total", trigger="register") == 2
+    assert rec.metrics.value("adlrec_recomputes_skipped_total", trigger="register/finish") == 0
+    store.close()
