@@ -104,6 +104,16 @@ def test_fewer_batches_than_groups_make_one_group_per_batch():
     assert est.rse == pytest.approx(math.sqrt(25 / 3) / 2 / 7.5)
 
 
+def test_batches_that_do_not_divide_into_the_groups_are_spread_over_them_not_left_to_the_last():
+    # 15 batches in 10 groups of 1 or 2; the last 6 at half the rate fill the last 4 groups: 6 at 1/s and 4 at
+    # 0.5/s (9 groups of one batch and a last of the other 6 would be 9 at 1/s and one at 0.5/s)
+    est = estimate_rate([1.0] * 9 + [2.0] * 6, [1] * 15, groups=10)
+    rates = [1.0] * 6 + [0.5] * 4
+    mean = sum(rates) / 10
+    sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / 9)
+    assert est.rse == pytest.approx(sd / math.sqrt(10) / mean)
+
+
 def test_a_group_with_no_elapsed_time_leaves_the_error_unknown():
     # a clock too coarse to see two batches: their group has no rate, so no error can be estimated yet
     est = estimate_rate([0.0, 0.0, 0.1, 0.1], [1, 1, 1, 1], groups=2)
