@@ -54,6 +54,7 @@ def test_a_background_failure_is_logged_with_its_traceback_and_counted(tmp_path,
 def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dying(tmp_path, caplog):
     import os
     import signal
+    import time
 
     rec, store = runner(tmp_path)
     for job, curve in (("a", (1.0, 5.0, 9.0)), ("b", (2.0, 3.0, 3.5))):
@@ -72,8 +73,12 @@ def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dyin
         # background work: it yields the cores to the service's event loop
         assert rec._pool.submit(os.nice, 0).result() == min(19, os.nice(0) + RECOMPUTE_NICE)
         assert same_as_in_thread()
-        with rec._lock:  # the scheduler's first recompute (at start) is over
-            pass
+        # The scheduler's first recompute (at start) is over: it refreshes the model before it takes the
+        # lock, so the lock alone did not say so, and a recompute of its after the kill counted a 2nd failure.
+        deadline = time.monotonic() + 60
+        while rec.metrics.value("adlrec_recomputes_total", trigger="interval") < 1:
+            assert time.monotonic() < deadline, "the scheduler's first recompute did not run"
+            time.sleep(0.02)
         os.kill(pid, signal.SIGKILL)
         with caplog.at_level(logging.ERROR, logger="adlrec.service"):
             assert same_as_in_thread()  # computed here meanwhile
