@@ -63,7 +63,7 @@ def build_plan(
             what = count(w, "worker")
             per_rank = f"{w // j.ranks} per rank"
         else:
-            what = f"{j.current_workers} -> {w} workers"
+            what = f"{j.current_workers} -> {count(w, 'worker')}"
             per_rank = f"{j.current_workers // j.ranks} -> {w // j.ranks} per rank"
         if j.ranks > 1:  # the service tells each rank its share: say it, as users read the reason per rank
             what = f"{what} ({per_rank}, {j.ranks} ranks)"

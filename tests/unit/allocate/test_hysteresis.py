@@ -31,6 +31,14 @@ def test_a_gain_over_the_threshold_moves_the_worker():
     assert "3 -> 2 workers" in plan.reasons["a"]
 
 
+def test_a_change_to_one_worker_says_one_worker():
+    a = JobDemand("a", (0.0, 1.0, 1.0), current_workers=2)  # its second worker gains nothing
+    b = JobDemand("b", (0.0, 0.5, 1.0), current_workers=1)
+    plan = optimal(AllocationRequest(cores=5, memory_mb=0, jobs=(a, b), threshold=0.0))
+    assert plan.workers == {"a": 1, "b": 2}
+    assert plan.reasons["a"].startswith("2 -> 1 worker, ") and plan.reasons["b"].startswith("1 -> 2 workers, ")
+
+
 def test_without_a_threshold_any_gain_moves():
     assert optimal(_two_jobs(gain_b=0.08, threshold=0.0)).workers == {"a": 2, "b": 2}
 
