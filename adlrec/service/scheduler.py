@@ -46,7 +46,9 @@ log = logging.getLogger("adlrec.service")
 
 RECOMPUTE_NICE = 10  # niceness the recompute process adds to its own
 _SKIPPED = "maximum number of running instances reached"  # APScheduler's words for a run it skipped
-_WHAT = {"adlrec-recompute": "interval", "adlrec-debounced": "register/finish"}  # job id -> trigger
+_PERIODIC = "adlrec-recompute"  # APScheduler's id of the interval job
+_DEBOUNCED = "adlrec-debounced"  # and of the one a register/finish asks for
+_WHAT = {_PERIODIC: "interval", _DEBOUNCED: "register/finish"}  # job id -> trigger
 
 
 class _SkipsSaidOnce(logging.Filter):
@@ -163,7 +165,7 @@ class Recomputer:
             self._tick,
             "interval",
             seconds=self.config.interval_s,
-            id="adlrec-recompute",
+            id=_PERIODIC,
             name="adlrec periodic recompute",
             next_run_time=dt.datetime.now(dt.timezone.utc),
         )
@@ -185,7 +187,7 @@ class Recomputer:
         sched = self._scheduler
         if sched is None:
             return
-        if sched.get_job("adlrec-debounced") is not None:
+        if sched.get_job(_DEBOUNCED) is not None:
             return
         when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=self.config.debounce_s)
         try:
@@ -194,7 +196,7 @@ class Recomputer:
                 "date",
                 run_date=when,
                 args=[trigger],
-                id="adlrec-debounced",
+                id=_DEBOUNCED,
                 name="adlrec debounced recompute",
                 replace_existing=False,
                 # Due while the last one still runs, it waits for the recompute lock and plans what came
