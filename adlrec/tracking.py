@@ -296,7 +296,7 @@ class Tracker:
                 f"could not create a run in {self.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}"
             ) from exc
         run_id = run.info.run_id
-        try:
+        with _failed_run_on_error(self.client, run_id, f"could not log run {run_id} to {self.tracking_uri}"):
             now = int(time.time() * 1000)
             params = {f"param.{k}": v for k, v in profile.params.items()}
             params |= {
@@ -344,17 +344,6 @@ class Tracker:
                     self.client.log_artifact(run_id, str(d / name))
             self.client.log_batch(run_id, tags=[RunTag(COMPLETE_TAG, "true")])
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-        except BaseException as exc:
-            try:
-                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-            except Exception as again:  # the store that failed may fail again: the first error is the one to tell
-                log.warning("could not mark run %s FAILED either: %s", run_id, _first_line(again))
-            if isinstance(exc, (OSError, MlflowException)):
-                raise TrackingError(
-                    f"could not log run {run_id} to {self.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}; "
-                    "the run is marked FAILED"
-                ) from exc
-            raise
         return run_id
 
     # -- reading ---------------------------------------------------------------------------
@@ -445,6 +434,24 @@ def _is_local(uri: str) -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return first_line(exc, type(exc).__name__)
+
+
+@contextlib.contextmanager
+def _failed_run_on_error(client: MlflowClient, run_id: str, what: str) -> Iterator[None]:
+    """Marks run ``run_id`` FAILED when the block raises.  A store's error (OSError, MlflowException) comes
+    out as a TrackingError: ``what``, the error, and whether the run could be marked; any other, as it was."""
+    try:
+        yield
+    except BaseException as exc:
+        marked = "the run is marked FAILED"
+        try:
+            client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        except Exception as again:  # the store that failed may fail again: the first error is the one to tell
+            log.warning("could not mark run %s FAILED either: %s", run_id, _first_line(again))
+            marked = f"the run could not be marked FAILED either ({_first_line(again)})"
+        if isinstance(exc, (OSError, MlflowException)):
+            raise TrackingError(f"{what}: {type(exc).__name__}: {_first_line(exc)}; {marked}") from exc
+        raise
 
 
 # -- the throughput model in the MLflow Model Registry ---------------------------------------------
@@ -585,7 +592,7 @@ class ModelRegistry:
         exp_id = self.models.experiment_id()
         run = self.client.create_run(exp_id, run_name=f"fit-{model.kind}-{time.strftime('%Y%m%d-%H%M%S')}")
         run_id = run.info.run_id
-        try:
+        with _failed_run_on_error(self.client, run_id, f"could not register the model from run {run_id}"):
             spec = model.spec()
             all_params = {f"spec.{k}": v for k, v in spec.items()} | params
             metrics = {f"cv_{k}": v for k, v in evaluation.metrics().items()}
@@ -619,14 +626,6 @@ class ModelRegistry:
             self.client.set_model_version_tag(MODEL_NAME, version, SPEC_TAG, json.dumps(spec, sort_keys=True))
             self.client.set_model_version_tag(MODEL_NAME, version, "cv_median_ape", f"{evaluation.median_ape:.6f}")
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-        except BaseException as exc:
-            try:
-                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-            except Exception as again:  # the store that failed may fail again: the first error is the one to tell
-                log.warning("could not mark run %s FAILED either: %s", run_id, _first_line(again))
-            if isinstance(exc, (OSError, MlflowException)):
-                raise TrackingError(f"could not register the model from run {run_id}: {_first_line(exc)}") from exc
-            raise
         return run_id, version
 
     def set_champion(self, version: str) -> None:
@@ -758,7 +757,7 @@ def log_simulation(
         tags={"adlrec.kind": "simulation", "mlflow.note.content": note or "adlrec simulate"},
     )
     run_id = run.info.run_id
-    try:
+    with _failed_run_on_error(client, run_id, f"could not log run {run_id} to {tracker.tracking_uri}"):
         now = int(time.time() * 1000)
         metrics = [
             Metric(f"{row['policy']}.{key}", float(value), now, 0)
@@ -778,14 +777,6 @@ def log_simulation(
             client.log_artifact(run_id, str(path))
         client.log_batch(run_id, tags=[RunTag(COMPLETE_TAG, "true")])
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-    except BaseException as exc:
-        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-        if isinstance(exc, (OSError, MlflowException)):
-            raise TrackingError(
-                f"could not log run {run_id} to {tracker.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}; "
-                "the run is marked FAILED"
-            ) from exc
-        raise
     return run_id
 
 

@@ -252,3 +252,21 @@ def test_ranks_in_lockstep_replay_other_curves_and_are_logged(tmp_path, profiles
 
     (run,) = Tracker(store["uri"], "adlrec-simulations").runs()
     assert run.data.params["ranks"] == "lockstep"
+
+
+def test_a_store_that_fails_while_the_run_is_logged_is_one_line_and_the_run_is_marked_failed(
+    tmp_path, trace, profiles, store, capsys
+):
+    from adlrec.tracking import Tracker
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "artifacts").write_text("in the way")  # the run is created, its comparison.csv cannot be written
+    args = ["simulate", str(trace), "--profiles", str(profiles), *NODE, "--policy", "even"]
+    assert main(args + ["--log-mlflow", "--tracking-uri", store["uri"], "--data-dir", str(data)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("adlrec: error: could not log run ") and err.endswith("; the run is marked FAILED"), err
+    assert "\n" not in err
+    tracker = Tracker(store["uri"], "adlrec-simulations")
+    (run,) = tracker.runs(include_incomplete=True)
+    assert run.info.status == "FAILED" and tracker.runs() == []
