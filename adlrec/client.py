@@ -90,7 +90,9 @@ class ServiceClient:
 
     # -- the job's life -----------------------------------------------------------------------
     def register(self, node: str, **fields: Any) -> str | None:
-        """Register the job (fields as in POST /jobs: probe= or curve=, bounds); returns its id or None.
+        """Register the job (fields as in POST /jobs: probe= or curve=, bounds); returns its id, or None when
+        the service did not take it (away, or refusing it).  An id it had before stays in ``job_id``: the next
+        registration (a heartbeat's, once the service is back) asks for the same one.
 
         A registration starts the job's life again (a second run with the same client, or a service that
         lost the job): the plan the next heartbeat brings is new even if its id was seen before, since the
@@ -102,7 +104,7 @@ class ServiceClient:
         self._seen_plan = None
         data = self._call("POST", "/jobs", body, shape=_is_job)
         if data is None:
-            return self.job_id
+            return None
         self.job_id = data["job_id"]
         self._registration = body | {"job_id": self.job_id}
         self._take(data["assignment"], apply=False)  # its plan is new to the next heartbeat, which applies it

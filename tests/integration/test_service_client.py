@@ -368,7 +368,8 @@ def test_a_job_finished_at_the_service_is_registered_again_by_its_next_heartbeat
         client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
         client.register(node="fin", curve=STEEP, job_id="fin-a", requested_workers=2)
         assert client.heartbeat(throughput=50.0, workers=2).status == "active" and client.finish()
-    assert client.register(node="fin", curve=STEEP, requested_workers=2) == "fin-a"  # away: the id it had
+    assert client.register(node="fin", curve=STEEP, requested_workers=2) is None  # away: not registered
+    assert client.job_id == "fin-a"  # the id it had, which the next registration asks for
     with LiveServer(create_app(settings), port=port) as srv:
         a = client.heartbeat(throughput=50.0, workers=2)
         assert a is not None and not a.stale and a.status == "active"
@@ -385,3 +386,25 @@ def test_a_follow_marked_first_takes_the_plan_as_new_again(tmp_path):
         with ServiceClient(srv.url) as follower:
             news = [follower.follow("f-a", first=first).new for first in (True, False, True, False)]
             assert news == [True, False, True, False] and follower.last.plan_id == plan["plan_id"]
+
+
+def test_a_lost_job_the_service_will_not_take_again_is_no_second_heartbeat(tmp_path):
+    """A service restarted on a fresh store (404 for the job) that refuses its registration: the client
+    answers its last plan, stale, at once.  Before, register() answered the old id, and the heartbeat was
+    sent again to a service that did not know it (a second 404, logged as a refusal)."""
+    from tests.service_helpers import PROBE
+
+    with LiveServer(create_app(service_settings(tmp_path / "one"))) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        assert client.register(node="cap", probe=PROBE, job_id="cap-a", max_workers=16) == "cap-a"
+        assert not client.heartbeat(throughput=50.0, workers=2).stale
+    # an empty store, whose limit of 8 workers refuses the job's max_workers of 16 (422)
+    with LiveServer(create_app(service_settings(tmp_path / "two", service_max_workers=8)), port=port) as srv:
+        a = client.heartbeat(throughput=50.0, workers=2)
+        assert a is not None and a.stale and client.job_id == "cap-a"
+        metrics = httpx.get(f"{srv.url}/metrics", timeout=10).text
+    heartbeats = [m for m in metrics.splitlines() if m.startswith("adlrec_http_requests_total") and "heartbeat" in m]
+    assert len(heartbeats) == 1 and heartbeats[0].endswith(" 1"), heartbeats  # one, answered 404
+    assert 'code="404"' in heartbeats[0]
+    client.close()
