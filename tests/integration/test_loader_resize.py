@@ -199,6 +199,7 @@ def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
     n=st.integers(1, 40),
     bs=st.integers(1, 6),
     shuffle=st.booleans(),
+    drop_last=st.booleans(),
     seed=st.integers(0, 2**31),
     before_save=st.integers(0, 3),
     after_load=st.integers(0, 3),
@@ -207,19 +208,31 @@ def test_resizes_keep_every_index_once_in_the_order_of_no_resize(
     schedule=schedules,
 )
 def test_a_saved_epoch_resumes_at_another_worker_count_with_exactly_the_rest(
-    n, bs, shuffle, seed, before_save, after_load, cut, handover, schedule
+    n, bs, shuffle, drop_last, seed, before_save, after_load, cut, handover, schedule
 ):
-    (expected,) = plain_pass(n, bs, shuffle, False, seed, epochs=1)
+    (expected,) = plain_pass(n, bs, shuffle, drop_last, seed, epochs=1)
     cut = min(cut, len(expected))
     first = ResizableLoader(
-        Indices(n), bs, shuffle=shuffle, seed=seed, num_workers=before_save, multiprocessing_context=FORK
+        Indices(n),
+        bs,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        seed=seed,
+        num_workers=before_save,
+        multiprocessing_context=FORK,
     )
     it = iter(first)
     head = [next(it).tolist() for _ in range(cut)]
     state = first.state_dict()
     first.close()
     second = ResizableLoader(
-        Indices(n), bs, shuffle=shuffle, num_workers=after_load, handover=handover, multiprocessing_context=FORK
+        Indices(n),
+        bs,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        num_workers=after_load,
+        handover=handover,
+        multiprocessing_context=FORK,
     )
     second.load_state_dict(state)
     try:
