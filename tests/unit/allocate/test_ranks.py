@@ -115,3 +115,10 @@ def test_a_plans_reason_for_a_job_of_ranks_says_what_each_rank_gets(policy):
     w = plan.workers["ddp"]
     said = "2 workers (1 per rank, 2 ranks)" if w == 2 else f"2 -> {w} workers (1 -> {w // 2} per rank, 2 ranks)"
     assert plan.reasons["ddp"].startswith(said), plan.reasons["ddp"]
+
+
+@pytest.mark.parametrize("policy", sorted(set(POLICIES) - {"fixed"}))
+def test_a_job_of_ranks_is_not_given_a_step_past_its_max_workers(policy):
+    # 2 ranks, between 2 and 3 workers: another step of 2 would make 4, so 2 it is, cores to spare
+    job = JobDemand("ddp", lockstep_curve([1.0, 2.0, 3.0], 2), main_cores=2, ranks=2, min_workers=2, max_workers=3)
+    assert POLICIES[policy](AllocationRequest(cores=10, memory_mb=0, jobs=(job,))).workers == {"ddp": 2}
