@@ -43,6 +43,30 @@ def test_fixed_oversubscribes_and_says_so():
     assert "oversubscribed: 27 processes on 8 cores" in plan.reasons["j0"]
 
 
+def test_fixed_names_both_cores_and_memory_when_both_are_oversubscribed():
+    jobs = (JobDemand("a", tuple(float(w) for w in range(9)), requested_workers=8, mem_per_worker_mb=100),)
+    plan = fixed(AllocationRequest(cores=4, memory_mb=300, jobs=jobs))
+    assert "(node oversubscribed: 9 processes on 4 cores; workers need 800 MB of 300 MB)" in plan.reasons["a"]
+
+
+def test_fixed_says_nothing_of_oversubscription_when_the_node_is_exactly_full():
+    # 2 main processes + 6 workers on 8 cores, 6 x 100 MB of 600 MB
+    jobs = tuple(
+        JobDemand(f"j{i}", tuple(float(w) for w in range(9)), requested_workers=3, mem_per_worker_mb=100)
+        for i in range(2)
+    )
+    plan = fixed(AllocationRequest(cores=8, memory_mb=600, jobs=jobs))
+    assert plan.cores_used == 8 and plan.memory_used_mb == 600
+    assert plan.reasons["j0"] == "3 workers, 38% of its peak; as its script asked"  # 3 of 8 samples/s
+
+
+def test_fixed_says_when_workers_need_more_memory_than_the_node_has():
+    jobs = (JobDemand("a", tuple(float(w) for w in range(9)), requested_workers=4, mem_per_worker_mb=100),)
+    plan = fixed(AllocationRequest(cores=8, memory_mb=300, jobs=jobs))
+    assert plan.workers == {"a": 4} and plan.memory_used_mb == 400
+    assert "(node oversubscribed: workers need 400 MB of 300 MB)" in plan.reasons["a"]
+
+
 @pytest.mark.parametrize("name", BUDGETED)
 def test_requests_that_cannot_fit_are_refused(name):
     mains = AllocationRequest(cores=1, memory_mb=100, jobs=(JobDemand("a", (1.0, 2.0), main_cores=2),))

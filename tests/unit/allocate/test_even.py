@@ -73,3 +73,10 @@ def test_proportional_is_water_filling_by_workers_per_gpu(specs, extra):
             # k's last core went to it while its share was the lowest, so i is not below it unless capped
             if w[k] > b.min_workers and w[i] * per[k] < (w[k] - 1) * per[i]:
                 assert w[i] == a.hi
+
+
+def test_a_job_whose_worker_does_not_fit_memory_does_not_stop_the_others():
+    # a 1 (500 MB), b 1 (100 MB); a's second would need 500 of the 100 left, b's second fits
+    a = JobDemand("a", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=500)
+    b = JobDemand("b", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=100)
+    assert even(AllocationRequest(cores=8, memory_mb=700, jobs=(a, b))).workers == {"a": 1, "b": 2}

@@ -23,6 +23,11 @@ def test_a_gain_under_the_threshold_keeps_current_counts():
     assert optimal(req).penalty == 0.0
 
 
+def test_a_kept_count_is_said_as_one_count_not_a_change():
+    plan = optimal(_two_jobs(gain_b=0.08))
+    assert plan.reasons["a"].startswith("3 workers, ") and plan.reasons["b"].startswith("1 worker, ")
+
+
 def test_a_gain_over_the_threshold_moves_the_worker():
     req = _two_jobs(gain_b=0.5)
     plan = optimal(req)

@@ -39,3 +39,22 @@ def test_keeping_a_current_count_does_not_take_a_job_below_its_fair_share():
     plan = maxmin(AllocationRequest(cores=5, memory_mb=0, jobs=(job,), threshold=0.2))
     assert plan.workers == {"a": 2}
     assert "fair level 100% of peak" in plan.reasons["a"]
+
+
+def test_the_reason_gives_the_lowest_share_the_fair_level_reached():
+    # 2 worker cores: 100% for both needs a 1 + b 2 = 3, so the level is 50% (a 1, b 1); a is at 100%
+    a = JobDemand("a", (0.0, 10.0))
+    b = JobDemand("b", (0.0, 5.0, 10.0))
+    plan = maxmin(AllocationRequest(cores=2 + 2, memory_mb=0, jobs=(a, b)))
+    assert plan.workers == {"a": 1, "b": 1}
+    assert all("fair level 50% of peak" in r for r in plan.reasons.values())
+
+
+def test_a_job_whose_curve_is_zero_is_at_its_fair_share_and_gets_no_spare_core():
+    # z gains nothing from any count (its share counts as 100%): the level is a's 100%, and the core
+    # left after a's one worker stays idle rather than go to z
+    z = JobDemand("z", (0.0, 0.0, 0.0))
+    a = JobDemand("a", (0.0, 10.0))
+    plan = maxmin(AllocationRequest(cores=2 + 2, memory_mb=0, jobs=(z, a)))
+    assert plan.workers == {"z": 0, "a": 1}
+    assert all("fair level 100% of peak" in r for r in plan.reasons.values())

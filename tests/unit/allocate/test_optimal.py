@@ -1,6 +1,7 @@
 """``optimal`` is the exact optimum: it equals brute force and is never below the other policies."""
 
 import importlib
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -92,3 +93,71 @@ def test_node_scale_request_is_solved():
     jobs = tuple(JobDemand(f"j{k}", c) for k, c in enumerate(curves))
     plan = optimal(AllocationRequest(cores=128, memory_mb=0, jobs=jobs))
     assert sum(plan.workers.values()) <= 128 - 64
+
+
+def test_a_plan_better_only_by_rounding_does_not_take_more_cores():
+    # a at 1 worker is 0.3; b at 2 workers with a at 0 is 0.1 + 0.2, which rounds to 0.30000000000000004:
+    # the same value, so the plan with fewer workers is the optimum (with memory a DP dimension too)
+    a = JobDemand("a", (0.1, 0.3), mem_per_worker_mb=1)
+    b = JobDemand("b", (0.0, 0.0, 0.2), mem_per_worker_mb=1)
+    assert 0.1 + 0.2 > 0.3
+    cores_only = AllocationRequest(cores=2 + 2, memory_mb=2, jobs=(a, b), objective="throughput")
+    # c is worth nothing but could hold 10 MB: memory can bind, so the DP counts memory
+    c = JobDemand("c", (0.0, 0.0), mem_per_worker_mb=10, main_cores=0)
+    with_memory = AllocationRequest(cores=2 + 2, memory_mb=2, jobs=(a, b, c), objective="throughput")
+    assert "DP over cores)" in optimal(cores_only).reasons["a"]
+    assert "cores and memory" in optimal(with_memory).reasons["a"]
+    assert optimal(cores_only).workers == {"a": 1, "b": 0}
+    assert optimal(with_memory).workers == {"a": 1, "b": 0, "c": 0}
+
+
+def test_ties_go_to_the_fewest_cores_then_the_least_memory():
+    # a at 1 worker (4 MB) and b at 2 workers (2 MB) are both worth 1: the fewest cores win, though
+    # they use more memory; b's single worker is worth nothing, and both plans together do not fit
+    a = JobDemand("a", (0.0, 1.0), mem_per_worker_mb=4)
+    b = JobDemand("b", (0.0, 0.0, 1.0), mem_per_worker_mb=1)
+    request = AllocationRequest(cores=2 + 2, memory_mb=4, jobs=(a, b), objective="throughput")
+    plan = optimal(request)
+    assert "cores and memory" in plan.reasons["a"]  # a's 4 MB and one of b's could pass the 4 MB
+    assert plan.workers == {"a": 1, "b": 0}
+    # the same tie where memory cannot bind (the DP over cores alone)
+    loose = replace(request, memory_mb=100)
+    assert "DP over cores)" in optimal(loose).reasons["a"]
+    assert optimal(loose).workers == {"a": 1, "b": 0}
+
+
+@pytest.mark.parametrize("memory_mb", [1, 100])
+def test_a_tie_between_jobs_goes_to_the_earlier_job(memory_mb):
+    # one worker is worth 1 to either job; with 1 MB only one fits (a DP over memory), with 100 MB
+    # memory cannot bind but one core is all there is
+    a = JobDemand("a", (0.0, 1.0), mem_per_worker_mb=1)
+    b = JobDemand("b", (0.0, 1.0), mem_per_worker_mb=1)
+    cores = 2 + (2 if memory_mb == 1 else 1)
+    assert optimal(AllocationRequest(cores=cores, memory_mb=memory_mb, jobs=(a, b))).workers == {"a": 1, "b": 0}
+    assert optimal(AllocationRequest(cores=cores, memory_mb=memory_mb, jobs=(b, a))).workers == {"b": 1, "a": 0}
+
+
+def test_memory_that_is_exactly_the_most_a_plan_could_use_cannot_bind():
+    a = JobDemand("a", (0.0, 5.0, 9.0, 12.0), mem_per_worker_mb=300)
+    b = JobDemand("b", (0.0, 4.0, 8.0, 12.0), mem_per_worker_mb=100)
+    request = AllocationRequest(cores=6, memory_mb=1000, jobs=(a, b), objective="throughput")
+    assert max_memory_use(request) == 1000
+    assert "DP over cores)" in optimal(request).reasons["a"]
+
+
+def test_the_most_memory_a_plan_could_use_counts_the_minimum_workers_once():
+    # 4 worker cores: a's minimum (300 MB), then its 2 more up to 3 (600 MB), then 1 of b's (100 MB)
+    a = JobDemand("a", (0.0, 5.0, 9.0, 12.0), min_workers=1, mem_per_worker_mb=300)
+    b = JobDemand("b", (0.0, 4.0, 8.0, 12.0), mem_per_worker_mb=100)
+    assert max_memory_use(AllocationRequest(cores=6, memory_mb=0, jobs=(a, b))) == 1000
+
+
+def test_the_memory_tables_stay_within_memory_cells_at_the_edge():
+    # 3 tables (before each job, and after) of 128 core rows leave 2**23 // 384 = 21,845 memory cells
+    # each: 65,535 MB in 3 MB steps would need 21,846 (one too many), so the step must be 4 MB
+    jobs = tuple(JobDemand(f"j{i}", tuple(float(w) for w in range(128)), mem_per_worker_mb=1000 + i) for i in range(2))
+    request = AllocationRequest(cores=127 + 2, memory_mb=65_535, jobs=jobs)
+    assert max_memory_use(request) > request.memory_mb  # the memory dimension is needed
+    unit = optimal_module.memory_unit(request)
+    assert (len(jobs) + 1) * (request.worker_cores + 1) * (65_535 // unit + 1) <= optimal_module.MEMORY_CELLS
+    assert unit == 4

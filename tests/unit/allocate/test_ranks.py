@@ -108,6 +108,23 @@ def test_a_demands_ranks_must_be_a_whole_number_from_1(ranks):
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_plans_reason_for_a_new_job_of_ranks_says_what_each_rank_gets(policy):
+    curve = lockstep_curve([10.0, 50.0, 90.0, 95.0], 2)
+    jobs = (JobDemand("ddp", curve, gpus=2, main_cores=2, ranks=2, requested_workers=4),)
+    plan = POLICIES[policy](AllocationRequest(cores=6, memory_mb=0, jobs=jobs))
+    w = plan.workers["ddp"]
+    assert plan.reasons["ddp"].startswith(f"{w} workers ({w // 2} per rank, 2 ranks)"), plan.reasons["ddp"]
+
+
+@pytest.mark.parametrize("policy", sorted(set(POLICIES) - {"fixed"}))
+def test_a_step_of_several_ranks_pays_the_memory_of_each_of_its_workers(policy):
+    # 2 ranks at 100 MB a worker, 300 MB: a step of 2 takes 200 MB, the next would need 200 of the 100 left
+    job = JobDemand("ddp", lockstep_curve(STEEP, 2), main_cores=2, ranks=2, mem_per_worker_mb=100)
+    plan = POLICIES[policy](AllocationRequest(cores=12, memory_mb=300, jobs=(job,)))
+    assert plan.workers == {"ddp": 2} and plan.memory_used_mb == 200
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_a_plans_reason_for_a_job_of_ranks_says_what_each_rank_gets(policy):
     curve = lockstep_curve([10.0, 50.0, 90.0, 95.0], 2)
     jobs = (JobDemand("ddp", curve, gpus=2, main_cores=2, ranks=2, current_workers=2, requested_workers=4),)
@@ -115,3 +132,10 @@ def test_a_plans_reason_for_a_job_of_ranks_says_what_each_rank_gets(policy):
     w = plan.workers["ddp"]
     said = "2 workers (1 per rank, 2 ranks)" if w == 2 else f"2 -> {w} workers (1 -> {w // 2} per rank, 2 ranks)"
     assert plan.reasons["ddp"].startswith(said), plan.reasons["ddp"]
+
+
+@pytest.mark.parametrize("policy", sorted(set(POLICIES) - {"fixed"}))
+def test_a_job_of_ranks_is_not_given_a_step_past_its_max_workers(policy):
+    # 2 ranks, between 2 and 3 workers: another step of 2 would make 4, so 2 it is, cores to spare
+    job = JobDemand("ddp", lockstep_curve([1.0, 2.0, 3.0], 2), main_cores=2, ranks=2, min_workers=2, max_workers=3)
+    assert POLICIES[policy](AllocationRequest(cores=10, memory_mb=0, jobs=(job,))).workers == {"ddp": 2}

@@ -39,6 +39,13 @@ def test_core_budget_takes_off_every_main_process():
         {"curve": (1.0, 2.0), "min_workers": 2},
         {"curve": (1.0, 2.0), "min_workers": 1, "max_workers": 0},
         {"curve": (1.0,), "main_cores": -1},
+        {"curve": (1.0, float("inf"))},
+        {"curve": (1.0,), "gpus": -1},
+        {"curve": (1.0,), "weight": -1.0},
+        {"curve": (1.0,), "mem_per_worker_mb": -1},
+        {"curve": (1.0, 2.0), "min_workers": -1},
+        {"curve": (1.0,), "current_workers": -1},
+        {"curve": (1.0,), "requested_workers": -1},
     ],
 )
 def test_bad_jobs_are_refused(kwargs):
@@ -46,7 +53,19 @@ def test_bad_jobs_are_refused(kwargs):
         JobDemand("x", **kwargs)
 
 
-@pytest.mark.parametrize("name", ["gpus", "mem_per_worker_mb", "current_workers", "requested_workers", "main_cores"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpus",
+        "min_workers",
+        "max_workers",
+        "mem_per_worker_mb",
+        "current_workers",
+        "requested_workers",
+        "main_cores",
+        "ranks",
+    ],
+)
 @pytest.mark.parametrize("value", [1.0, 49.5, True, "2"])
 def test_counts_and_megabytes_of_a_job_must_be_whole_numbers(name, value):
     with pytest.raises(ValueError, match=f"job 'x': {name} must be a whole number, got {value!r}"):
@@ -57,6 +76,18 @@ def test_counts_and_megabytes_of_a_job_must_be_whole_numbers(name, value):
 def test_cores_and_memory_of_a_request_must_be_whole_numbers(kwargs):
     with pytest.raises(ValueError, match="must be a whole number"):
         AllocationRequest(**({"cores": 8, "memory_mb": 100, "jobs": ()} | kwargs))
+
+
+@pytest.mark.parametrize("kwargs", [{"cores": -1}, {"memory_mb": -1}])
+def test_negative_cores_or_memory_of_a_request_are_refused(kwargs):
+    with pytest.raises(ValueError, match="cores and memory_mb must be >= 0"):
+        AllocationRequest(**({"cores": 8, "memory_mb": 100, "jobs": ()} | kwargs))
+
+
+def test_a_request_from_a_dict_without_objective_or_threshold_takes_the_defaults():
+    req = AllocationRequest.from_dict({"cores": 4, "memory_mb": 0, "jobs": []})
+    assert req == AllocationRequest(cores=4, memory_mb=0, jobs=())
+    assert req.objective == "busy_gpus" and req.threshold == 0.0
 
 
 def test_bad_requests_are_refused():
