@@ -41,7 +41,8 @@ def penalised_values(job: JobDemand, request: AllocationRequest) -> list[float]:
     """Objective value at each worker count, minus the switching cost wherever ``w != current_workers``.
 
     Optimising these values (instead of filtering a plan afterwards) keeps every constraint intact:
-    a job keeps its count unless moving gains more than ``threshold x`` its full-speed value.
+    a job keeps its count unless moving gains at least ``threshold x`` its full-speed value (on an exact tie
+    the fewest workers win, as in docs/simulate.md).
     """
     v = job_values(job, request.objective)
     pen = penalty(job, request)
