@@ -54,3 +54,8 @@ def test_a_main_process_needing_part_of_a_core_runs_at_share_over_its_need():
 def test_the_main_process_caps_a_job_at_its_peak_not_at_its_current_count():
     # 1 worker at 0.5 loads like 0.5: 15/s; the cap is T(max) x 0.5 = 20, not T(1) x 0.5 = 10
     assert effective_throughput(CURVE, 1, 0.5) == 15.0
+
+
+def test_saturation_allows_for_rounding_below_the_peak():
+    # a sum over ranks can miss the peak by a rounding error: that point still counts as saturated
+    assert saturation_workers((10.0, 40.0 * (1 - 1e-9), 40.0)) == 1
