@@ -35,7 +35,8 @@ def test_saturation_point():
     assert saturation_workers(CURVE) == 2
 
 
-def test_interpolation_at_the_last_worker_count_is_the_curve_s_end():
+def test_interpolation_weighs_the_nearer_point_and_ends_at_the_curve_s_end():
+    assert interpolate(CURVE, 0.25) == 12.5  # 10 + 0.25 x (20 - 10)
     assert interpolate(CURVE, 3.0) == 40.0
 
 

@@ -243,6 +243,9 @@ def test_a_job_resized_twice_within_one_stall_pays_both_stalls():
     assert a.resizes == 2 and a.finish_s == pytest.approx(16.0)
     # workers count while a job stalls too: (5 x 10 + 3 x 0.25 + 2 x 5.75) / 16
     assert a.mean_workers == pytest.approx(62.25 / 16)
+    # stalled jobs hold their GPUs: busy GPU-time over the GPU-time from each start to each finish
+    held = sum(j.finish_s - j.start_s for j in r.jobs)
+    assert r.aggregate_throughput == pytest.approx(sum(j.work_samples / j.peak for j in trace) / held)
 
 
 def test_a_large_job_at_the_head_of_the_queue_blocks_smaller_ones_behind_it():
@@ -252,15 +255,27 @@ def test_a_large_job_at_the_head_of_the_queue_blocks_smaller_ones_behind_it():
         job("big", gpus=2, arrival=1.0, work=1000.0),
         job("small", arrival=2.0, work=1000.0),
     ]
-    a, big, small = simulate(trace, even, Node(cores=8, gpus=2), QUIET).jobs
+    r = simulate(trace, even, Node(cores=8, gpus=2), QUIET)
+    a, big, small = r.jobs
     assert big.start_s == pytest.approx(a.finish_s) == pytest.approx(5.0)
     assert small.start_s == pytest.approx(big.finish_s) == pytest.approx(10.0)
     assert small.jct_s == pytest.approx(15.0 - 2.0)  # its queueing counts: completion minus submission
+    assert small.mean_workers == 4.0  # over its run, not its queueing: alone, 4 workers (the curve's end)
+    # a decision at each start and at each arrival, queued or not: a, big's arrival, small's, big, small
+    assert r.decisions == 5
 
 
 def test_jobs_that_arrive_together_start_in_trace_order():
     r = simulate([job("b", work=1000.0), job("a", work=1000.0)], even, Node(cores=4, gpus=1), QUIET)
     assert [(j.job_id, j.start_s) for j in r.jobs] == [("b", 0.0), ("a", pytest.approx(5.0))]
+
+
+def test_the_policy_sees_the_running_jobs_in_start_order():
+    # 3 worker cores for two jobs: even gives the remainder to the earlier job, b (first in the trace)
+    trace = [job("b", LINEAR, work=200.0), job("a", LINEAR, work=200.0)]
+    b, a = simulate(trace, even, Node(cores=5, gpus=2), QUIET).jobs
+    assert b.finish_s == pytest.approx(200 / 20)  # 2 workers
+    assert a.finish_s == pytest.approx(10.0 + 0.5 + (200 - 100) / 40)  # 1 worker, then 4 alone after a stall
 
 
 def test_an_idle_node_counts_in_the_makespan_not_in_active_time_raw_samples_or_cpu_share():
