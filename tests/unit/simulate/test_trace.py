@@ -69,6 +69,8 @@ def test_a_trace_round_trips_through_its_text():
         # `fixed` runs what a script asks for, so the curve reaches it: a mistyped count must not build a huge one
         ("j1,0,1e3,w@cpu,1,100000000", "line 2, column requested_workers: expected a whole number of workers 0..256"),
         ("j1,infinity,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),
+        ("j1,1e999,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),  # overflows to inf
+        ("j1,0,100,w@cpu,1,8,2", "line 2: expected 6 fields"),
         ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
         (
             "j1,0,100,w@cpu,1,8\nj1,1,100,w@cpu,1,8",
@@ -207,3 +209,17 @@ def test_a_generated_job_asks_for_no_more_gpus_than_the_node_has(folder):
 def test_include_cpu_also_draws_the_cpu_profiles(folder):
     rows = generate_trace(profile_files(folder), Node(cores=16, gpus=4), TraceSpec(jobs=60, seed=1, include_cpu=True))
     assert {r.profile for r in rows} == {"w-emulate5", "w-emulate20", "w-cpu-1", "w-cpu-2"}
+
+
+def test_the_generator_draws_the_same_trace_whatever_the_order_of_the_files(folder):
+    node, spec = Node(cores=16, gpus=4), TraceSpec(jobs=30, seed=7, num_workers=3)
+    files = profile_files(folder)
+    rows = generate_trace(files, node, spec)
+    assert rows == generate_trace(files[::-1], node, spec)
+    assert {r.requested_workers for r in rows} == {3}
+
+
+@pytest.mark.parametrize("spec", [{"load": 0.0}, {"min_minutes": 0.0}, {"min_minutes": 20.0, "max_minutes": 10.0}])
+def test_a_trace_spec_that_cannot_be_drawn_is_refused(spec):
+    with pytest.raises(ValueError, match="need jobs >= 1, load > 0"):
+        TraceSpec(**spec)
