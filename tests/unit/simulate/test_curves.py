@@ -1,5 +1,7 @@
 """Curves extended to a node from a profile's measured parameters."""
 
+from dataclasses import replace
+
 import pytest
 
 from adlrec.simulate.curves import PipelineParams, job_curve, pipeline_params, rank_rate
@@ -41,3 +43,36 @@ def test_ranks_in_lockstep_run_at_the_pace_of_the_rank_with_fewest_workers():
     assert all(lockstep[w] == lockstep[w - 1] for w in (1, 3, 5, 7))  # an odd worker adds nothing
     assert all(a <= b + 1e-9 for a, b in zip(lockstep, independent, strict=True))
     assert job_curve(p, gpus=1, max_workers=8, lockstep=True) == job_curve(p, gpus=1, max_workers=8)
+
+
+def test_a_worker_s_rate_comes_only_from_points_that_fit_the_measuring_machine():
+    # 2 logical cores: only w = 1 fits beside the main process, loader-alone 40/s; w = 2 (30 / 2) is contended
+    profile = make_profile()
+    two_cores = replace(profile, hardware=replace(profile.hardware, logical_cores=2))
+    assert pipeline_params(two_cores).worker_rate == 40.0
+
+
+def test_a_profile_without_loader_alone_rates_falls_back_to_training_at_the_fewest_workers():
+    profile = make_profile()  # training 20/s at w = 1, 15/s at w = 2
+    unmeasured = replace(profile, points=tuple(replace(p, prep_rate=0.0) for p in profile.points))
+    assert pipeline_params(unmeasured).worker_rate == 20.0
+
+
+def test_memory_per_worker_is_the_median_rounded_up_to_whole_mb():
+    profile = make_profile()
+    uss = {1: 10.2, 2: 30.0}  # the median of the points with workers: 20.1 MB
+    measured = replace(profile, points=tuple(replace(p, worker_uss_mb=uss.get(p.workers, 0.0)) for p in profile.points))
+    assert pipeline_params(measured).mem_per_worker_mb == 21
+
+
+def test_a_profile_without_a_positive_ceiling_is_refused():
+    profile = make_profile()
+    with pytest.raises(ValueError, match="lacks a positive ceiling"):
+        pipeline_params(replace(profile, baseline=replace(profile.baseline, ceiling=0.0)))
+
+
+def test_a_lockstep_curve_reaches_max_workers_when_the_ranks_do_not_divide_it():
+    p = PipelineParams(ceiling=100.0, serial_rate=20.0, worker_rate=30.0, mem_per_worker_mb=1)
+    curve = job_curve(p, gpus=3, max_workers=8, lockstep=True)
+    # 8 // 3 = 2 workers per rank at most: workers 6..8 all run at 3 x min(100, 60)
+    assert len(curve) == 9 and curve[6:] == (180.0, 180.0, 180.0)

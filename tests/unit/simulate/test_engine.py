@@ -226,3 +226,142 @@ def test_every_job_trains_on_its_work_no_faster_than_its_peak(replay):
     )
     assert 0 <= r.busy_gpu_fraction <= 1 + 1e-9 and 0 <= r.aggregate_throughput <= 1 + 1e-9
     assert 0 < r.mean_cpu_share <= 1
+
+
+def test_a_job_resized_twice_within_one_stall_pays_both_stalls():
+    """Both changes cost resize_s, and the stall is served before any progress (never negative work)."""
+    trace = [
+        job("a", LINEAR, work=600.0),
+        job("b", LINEAR, arrival=10.0, work=100_000.0),
+        job("c", LINEAR, arrival=10.25, work=100_000.0),
+    ]
+    r = simulate(trace, even, Node(cores=7, gpus=3), SimConfig(interval_s=1e6, threshold=0.0, resize_s=0.5))
+    a = r.jobs[0]
+    # a alone: 6 worker cores, capped at 5 workers (50/s): 500 samples by 10 s.  b arrives: 5 worker
+    # cores, even gives a 3 (stall 0.5 s); c arrives at 10.25: 4 cores, a 2 (another 0.5 s), so a
+    # stalls until 10.25 + 0.25 + 0.5 = 11.0 and trains its last 100 samples at 20/s: 16.0
+    assert a.resizes == 2 and a.finish_s == pytest.approx(16.0)
+    # workers count while a job stalls too: (5 x 10 + 3 x 0.25 + 2 x 5.75) / 16
+    assert a.mean_workers == pytest.approx(62.25 / 16)
+    # stalled jobs hold their GPUs: busy GPU-time over the GPU-time from each start to each finish
+    held = sum(j.finish_s - j.start_s for j in r.jobs)
+    assert r.aggregate_throughput == pytest.approx(sum(j.work_samples / j.peak for j in trace) / held)
+
+
+def test_a_large_job_at_the_head_of_the_queue_blocks_smaller_ones_behind_it():
+    # no backfilling: `small` fits beside `a` at 2 s, but waits behind `big`, which needs both GPUs
+    trace = [
+        job("a", work=1000.0),
+        job("big", gpus=2, arrival=1.0, work=1000.0),
+        job("small", arrival=2.0, work=1000.0),
+    ]
+    r = simulate(trace, even, Node(cores=8, gpus=2), QUIET)
+    a, big, small = r.jobs
+    assert big.start_s == pytest.approx(a.finish_s) == pytest.approx(5.0)
+    assert small.start_s == pytest.approx(big.finish_s) == pytest.approx(10.0)
+    assert small.jct_s == pytest.approx(15.0 - 2.0)  # its queueing counts: completion minus submission
+    assert small.mean_workers == 4.0  # over its run, not its queueing: alone, 4 workers (the curve's end)
+    # a decision at each start and at each arrival, queued or not: a, big's arrival, small's, big, small
+    assert r.decisions == 5
+
+
+def test_jobs_that_arrive_together_start_in_trace_order():
+    r = simulate([job("b", work=1000.0), job("a", work=1000.0)], even, Node(cores=4, gpus=1), QUIET)
+    assert [(j.job_id, j.start_s) for j in r.jobs] == [("b", 0.0), ("a", pytest.approx(5.0))]
+
+
+def test_the_policy_sees_the_running_jobs_in_start_order():
+    # 3 worker cores for two jobs: even gives the remainder to the earlier job, b (first in the trace)
+    trace = [job("b", LINEAR, work=200.0), job("a", LINEAR, work=200.0)]
+    b, a = simulate(trace, even, Node(cores=5, gpus=2), QUIET).jobs
+    assert b.finish_s == pytest.approx(200 / 20)  # 2 workers
+    assert a.finish_s == pytest.approx(10.0 + 0.5 + (200 - 100) / 40)  # 1 worker, then 4 alone after a stall
+
+
+def test_an_idle_node_counts_in_the_makespan_not_in_active_time_raw_samples_or_cpu_share():
+    # a (2 GPUs, 2 workers: 200/s) runs 0..50 s, the node idles, b (3 workers: 200/s) runs 1000..1050 s
+    r = simulate([job("a", gpus=2), job("b", arrival=1000.0)], even, Node(cores=4, gpus=2), QUIET)
+    assert (r.makespan_s, r.active_s) == (pytest.approx(1050.0), pytest.approx(100.0))
+    assert r.samples_per_s == pytest.approx(20_000 / 100)  # samples of the jobs, not x their GPUs
+    assert r.mean_cpu_share == 1.0
+
+
+def test_hysteresis_keeps_a_running_job_s_workers_when_a_change_gains_less_than_the_threshold():
+    a_curve = (10.0, 50.0, 95.0, 100.0, 100.0, 100.0)
+    b_curve = (10.0, 92.0, 100.0, 100.0)
+    trace = [job("a", a_curve, work=100_000.0), job("b", b_curve, arrival=10.0, work=100_000.0)]
+    node = Node(cores=6, gpus=2)
+    # a alone: 3 workers (its peak).  b arrives, 4 worker cores: a 3 + b 1 keeps 1 + 0.92 = 1.92 busy
+    # GPUs, a 2 + b 2 keeps 0.95 + 1 = 1.95 but moves a, which costs 0.05: 1.90, so a keeps its 3
+    held = simulate(trace, optimal, node, SimConfig(interval_s=1e6, threshold=0.05)).jobs[0]
+    assert (held.resizes, held.mean_workers, held.finish_s) == (0, 3.0, pytest.approx(1000.0))
+    moved = simulate(trace, optimal, node, SimConfig(interval_s=1e6, threshold=0.0)).jobs[0]
+    assert moved.resizes == 2  # 3 -> 2 at b's arrival, back when b finishes
+
+
+def test_a_job_s_workers_fit_the_node_s_memory():
+    # 100 MB per worker in 250 MB: 2 workers (20/s), though the cores allow all 5 (50/s)
+    m = TraceJob("m", 0.0, 1000.0, LINEAR, mem_per_worker_mb=100)
+    (done,) = simulate([m], optimal, Node(cores=8, gpus=1, memory_mb=250), QUIET).jobs
+    assert (done.mean_workers, done.finish_s) == (2.0, pytest.approx(50.0))
+
+
+def test_the_weighted_objective_gives_the_cores_to_the_heavier_job():
+    # 2 worker cores for two 1-GPU jobs.  Busy GPUs: a 2 + b 0 = 1 + 0.5 beats a 0 + b 2 = 0.25 + 1;
+    # weighted, b's weight 3 turns it: 1 + 3 x 0.5 = 2.5 against 0.25 + 3 = 3.25
+    trace = [job("a", (50.0, 100.0, 200.0)), TraceJob("b", 0.0, 10_000.0, (100.0, 150.0, 200.0), weight=3.0)]
+    node = Node(cores=4, gpus=2)
+    a, b = simulate(trace, optimal, node, SimConfig(interval_s=1e6, threshold=0.0, objective="weighted")).jobs
+    assert (b.mean_workers, b.finish_s) == (2.0, pytest.approx(50.0))
+    a, b = simulate(trace, optimal, node, QUIET).jobs
+    assert (a.mean_workers, a.finish_s) == (2.0, pytest.approx(50.0))
+
+
+def test_a_main_process_that_never_slows_leaves_only_the_loader_contended():
+    # as in test_contention_slows_fixed_when_it_oversubscribes, with --main-cpu 0: the 4 workers load
+    # like 3.2, past the curve's peak at 2, so the job runs at 200/s despite the 0.8 share
+    config = SimConfig(interval_s=1e6, threshold=0.0, main_cpu=0.0)
+    r = simulate([job("a", arrival=5.0)], fixed, Node(cores=4, gpus=1), config)
+    assert r.mean_cpu_share == pytest.approx(0.8) and r.jobs[0].finish_s == pytest.approx(5.0 + 10_000 / 200)
+
+
+def test_a_trace_done_within_the_clocks_resolution_reports_no_contention_and_the_workers_given():
+    # at 1e15 s the clock steps by 1/8 s, and one sample at 200/s takes 1/200 s: done at its arrival
+    r = simulate([job("a", arrival=1e15, work=1.0)], optimal, Node(cores=4, gpus=1), QUIET)
+    assert (r.makespan_s, r.active_s, r.busy_gpu_fraction, r.samples_per_s) == (0.0, 0.0, 0.0, 0.0)
+    assert r.mean_cpu_share == 1.0 and r.jobs[0].mean_workers == 2.0  # optimal's count: the fewest at the peak
+
+
+def test_a_trace_with_a_repeated_job_id_is_refused():
+    with pytest.raises(SimulationError, match="job ids in a trace must be unique"):
+        simulate([job("a"), job("a", arrival=1.0)], even, Node(cores=4, gpus=2))
+
+
+def test_a_job_that_needs_exactly_max_intervals_at_full_speed_is_replayed():
+    # 10 intervals of 60 s at 200/s, max_intervals=10: at the limit, not past it
+    r = simulate([job("a", work=200.0 * 60 * 10)], even, Node(cores=4, gpus=1), SimConfig(), max_intervals=10)
+    assert r.makespan_s == pytest.approx(600.0)
+
+
+def test_a_replay_that_ends_on_its_last_allowed_tick_is_not_stopped():
+    # as in test_a_replay_that_runs_past_max_intervals_stops_with_an_error: 1 sample/s, ideal 1.1 s, so
+    # the limit is 100 + 10 x 1 = 110 ticks; 1100 samples end on the 110th, at 1100 s
+    slow = TraceJob("slow", 0.0, 1_100.0, (1.0, 1000.0), gpus=1, requested_workers=0)
+    config = SimConfig(interval_s=10.0, threshold=0.0)
+    assert simulate([slow], fixed, Node(cores=2, gpus=1), config, max_intervals=100).makespan_s == 1_100.0
+
+
+def test_the_replay_cap_allows_for_the_gpu_time_of_jobs_queued_behind_each_other():
+    # twelve 50 s jobs on one GPU: 600 s at full speed, so the limit is 6 + 10 x 60 ticks; counting
+    # only the longest job (50 s: 6 + 10 x 5 = 56 ticks) would stop this 60-tick replay
+    trace = [job(f"j{i}", work=10_000.0) for i in range(12)]
+    r = simulate(trace, even, Node(cores=4, gpus=1), SimConfig(interval_s=10.0), max_intervals=6)
+    assert r.makespan_s == pytest.approx(600.0)
+
+
+def test_the_replay_cap_allows_for_the_longest_job_on_a_node_of_many_gpus():
+    # one 1-GPU job of 50 s at full speed on 8 GPUs: the GPU-time bound is 6.25 s, the job's own 50 s;
+    # the limit is 4,960 + 10 x 5 = 5,010 ticks, and at 1 sample/s it replays 5,000
+    slow = TraceJob("slow", 0.0, 50_000.0, (1.0, 1000.0), gpus=1, requested_workers=0)
+    config = SimConfig(interval_s=10.0, threshold=0.0)
+    assert simulate([slow], fixed, Node(cores=8, gpus=8), config, max_intervals=4_960).makespan_s == 50_000.0

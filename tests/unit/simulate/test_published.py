@@ -81,6 +81,7 @@ def test_a_trace_draws_models_by_their_shares(tmp_path):
     [
         ({"name": ""}, "field name: expected a non-empty name"),
         ({"cpus_per_gpu": [2, 1, 4]}, "field cpus_per_gpu: expected increasing values >= 1"),
+        ({"cpus_per_gpu": [1, 2, 2]}, "field cpus_per_gpu: expected increasing values >= 1"),  # a step of 0 CPUs
         ({"cpus_per_gpu": "1,2,4"}, "field cpus_per_gpu: expected a non-empty list of numbers"),
         ({"models": {}}, "field models: expected an object of models"),
         ({"task_share": {"image": 0, "text": 1}}, "expected a share > 0 for 'image'"),
@@ -104,3 +105,12 @@ def test_malformed_models_name_the_model_and_field(tmp_path):
     (tmp_path / "t.json").write_text("{not json")
     with pytest.raises(UsageError, match="not JSON"):
         load_published(tmp_path / "t.json")
+
+
+def test_workers_to_peak_on_a_fractional_grid_rounds_the_cpus_up(tmp_path):
+    # the peak at 2.5 CPUs per GPU: 2 workers (3 CPUs) reach it, 1 worker (2 CPUs) does not
+    doc = table(cpus_per_gpu=[1, 2.5, 4])
+    doc["models"]["a"]["normalised"] = [0.5, 2.0, 2.0]
+    (_, a), *_ = load_published(write(tmp_path, doc))
+    assert a.workers_to_peak() == 2
+    assert a.rate(1) == 150.0 and a.rate(2) == 200.0  # 2 CPUs: 0.5 + (1 / 1.5) x 1.5 = 1.5 of 100/s

@@ -69,6 +69,8 @@ def test_a_trace_round_trips_through_its_text():
         # `fixed` runs what a script asks for, so the curve reaches it: a mistyped count must not build a huge one
         ("j1,0,1e3,w@cpu,1,100000000", "line 2, column requested_workers: expected a whole number of workers 0..256"),
         ("j1,infinity,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),
+        ("j1,1e999,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),  # overflows to inf
+        ("j1,0,100,w@cpu,1,8,2", "line 2: expected 6 fields"),
         ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
         (
             "j1,0,100,w@cpu,1,8\nj1,1,100,w@cpu,1,8",
@@ -167,3 +169,57 @@ def test_a_generated_job_too_short_for_one_sample_still_has_one(folder, catalog)
     rows = generate_trace(profile_files(folder), node, TraceSpec(jobs=5, seed=1, min_minutes=1e-7, max_minutes=1e-7))
     assert [r.work_samples for r in rows] == [1] * 5
     assert all(j.work_samples == 1 for j in build_jobs(rows, catalog, node))
+
+
+def test_the_bounds_of_each_column_are_accepted():
+    rows = parse_trace(HEADER + ",weight\nj1,0,0.5,w@cpu,1,0,0\nj2,1,1,w@cpu,1,256,0\n")
+    assert [(r.arrival_s, r.requested_workers, r.weight) for r in rows] == [(0.0, 0, 0.0), (1.0, 256, 0.0)]
+
+
+def test_a_hash_inside_a_line_is_not_a_comment():
+    (row,) = parse_trace(HEADER + "\nj#1,0,100,w@cpu,1,8\n  # a comment after spaces\n")
+    assert row.job_id == "j#1"
+
+
+@pytest.mark.parametrize("lockstep,ranks", [(False, 1), (True, 4)])
+def test_a_job_carries_its_row_s_weight_its_profile_s_memory_and_its_ranks(catalog, lockstep, ranks):
+    rows = parse_trace(HEADER + ",weight\nj1,0,1000,w-emulate5,4,2,2.5\n")
+    (job,) = build_jobs(rows, catalog, Node(cores=16, gpus=4), lockstep=lockstep)
+    # make_profile's workers use 10 MB each; lockstep tells the policies the job's 4 ranks
+    assert (job.weight, job.mem_per_worker_mb, job.ranks) == (2.5, 10, ranks)
+
+
+def test_generated_arrivals_offer_the_requested_gpu_load_with_log_uniform_lengths(folder, catalog):
+    node = Node(cores=16, gpus=4)
+    rows = generate_trace(profile_files(folder), node, TraceSpec(jobs=2000, seed=1, load=0.5))
+    jobs = build_jobs(rows, catalog, node)
+    # GPU-seconds of work at full speed per second of arrivals: load x the node's GPUs (this seed: within 3%)
+    offered = sum(j.gpus * j.work_samples / j.peak for j in jobs) / rows[-1].arrival_s
+    assert offered == pytest.approx(0.5 * node.gpus, rel=0.1)
+    # log-uniform in 10..120 minutes: the median is their geometric mean, 34.6 minutes (uniform: 65)
+    median = sorted(j.work_samples / j.peak for j in jobs)[len(jobs) // 2]
+    assert median == pytest.approx(60 * (10 * 120) ** 0.5, rel=0.1)
+
+
+def test_a_generated_job_asks_for_no_more_gpus_than_the_node_has(folder):
+    rows = generate_trace(profile_files(folder), Node(cores=8, gpus=2), TraceSpec(jobs=60, seed=1))
+    assert {r.gpus for r in rows} == {1, 2}  # the 15% of 4-GPU draws become 2
+
+
+def test_include_cpu_also_draws_the_cpu_profiles(folder):
+    rows = generate_trace(profile_files(folder), Node(cores=16, gpus=4), TraceSpec(jobs=60, seed=1, include_cpu=True))
+    assert {r.profile for r in rows} == {"w-emulate5", "w-emulate20", "w-cpu-1", "w-cpu-2"}
+
+
+def test_the_generator_draws_the_same_trace_whatever_the_order_of_the_files(folder):
+    node, spec = Node(cores=16, gpus=4), TraceSpec(jobs=30, seed=7, num_workers=3)
+    files = profile_files(folder)
+    rows = generate_trace(files, node, spec)
+    assert rows == generate_trace(files[::-1], node, spec)
+    assert {r.requested_workers for r in rows} == {3}
+
+
+@pytest.mark.parametrize("spec", [{"load": 0.0}, {"min_minutes": 0.0}, {"min_minutes": 20.0, "max_minutes": 10.0}])
+def test_a_trace_spec_that_cannot_be_drawn_is_refused(spec):
+    with pytest.raises(ValueError, match="need jobs >= 1, load > 0"):
+        TraceSpec(**spec)
