@@ -69,6 +69,7 @@ def test_the_caption_names_both_ceilings_the_in_process_loader_and_an_emulated_s
     text = _text(profile)
     assert "ceiling 25.0 samples/s (no loader) · in-process loader 12.0 samples/s" in text
     assert "EMULATED: each training step is a 5 ms wait" in text
+    assert "\nTest CPU, 8 logical cores, 32 GB RAM, H200 (140 GB)" in text  # the caption is left-aligned
     again = dataclasses.replace(profile, baseline=dataclasses.replace(profile.baseline, ceiling_end=19.5))
     assert "ceiling 25.0 samples/s (no loader; 19.5 again after the sweep)" in _text(again)
     cpu = dataclasses.replace(profile, device=DeviceSpec("cpu"))
