@@ -105,3 +105,56 @@ def test_a_module_beside_model_py_reaches_the_workers(tmp_path, monkeypatch):
         assert type(next(it)[1][0]).__name__ == "Target"
     for name in (helpers, lazy):
         sys.modules.pop(name, None)
+
+
+def _live_workers(before: set[int]) -> set[int]:
+    """Child processes started since ``before`` that still run (a zombie has ended)."""
+    import psutil
+
+    live = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE:
+                live.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return live
+
+
+def test_a_runtime_error_in_a_worker_is_named_not_taken_for_a_timeout(tmp_path):
+    """Only torch's 'DataLoader timed out' is a timeout; a job's own RuntimeError is reported as it is."""
+    path = write_job(tmp_path, "if get_worker_info() is not None:\n    raise RuntimeError('cannot decode')")
+    with pytest.raises(JobContractError) as info:
+        bench(path, tmp_path).loader_alone(1, 0.2)
+    assert "RuntimeError" in str(info.value) and "cannot decode" in str(info.value)
+    assert "no batch came" not in str(info.value)
+
+
+def test_workers_are_stopped_when_a_measurement_fails_while_its_traceback_is_held(tmp_path):
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    path = write_job(tmp_path, "if get_worker_info() is not None and i > 8:\n    raise ValueError('bad sample')")
+    b = bench(path, tmp_path)
+    with pytest.raises(JobContractError, match="bad sample") as info:
+        b.training(2, 0.5)
+    assert info.value.__traceback__ is not None  # the frames that hold the loader's iterator are alive
+    assert _live_workers(before) == set()  # and yet its workers are gone
+
+
+def test_an_unpicklable_batch_is_fine_in_process(tmp_path):
+    """Only workers pickle batches: a sweep of 0 workers (--max-workers 0) measures such a job."""
+    collate = "\ndef collate_fn(samples):\n    return torch.stack([x for x, _ in samples]), (y for _, y in samples)\n"
+    b = bench(write_job(tmp_path, extra=collate), tmp_path)
+    assert b.loader_alone(0, 0.2).rate > 0
+
+
+def test_processes_started_before_the_bench_are_not_counted_as_workers(tmp_path):
+    """A service's writer or a test's helper process is no DataLoader worker: 0 workers, no worker memory."""
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        b = bench(write_job(tmp_path), tmp_path)
+        assert b.training(0, 0.2).usage.worker_uss_mb == 0.0
+    finally:
+        helper.kill()
+        helper.wait()

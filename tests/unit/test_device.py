@@ -58,3 +58,14 @@ def test_to_device_keeps_namedtuples_and_nesting():
     assert isinstance(inputs["in"], Inputs) and inputs["in"].a is x
     assert isinstance(inputs["in"].b, list) and isinstance(inputs["in"].b[1], tuple) and inputs["in"].b[1][1] == 3
     assert target is x
+
+
+@pytest.mark.parametrize("text", ["emulate:60000", "emulate:1e9", "emulate:inf", "emulate:nan"])
+def test_an_emulated_step_of_a_minute_or_more_is_refused(text):
+    with pytest.raises(UsageError, match="0 < MS < 60000"):
+        parse_device(text, cuda_available=False)
+
+
+def test_a_device_name_with_spaces_around_it_is_read():
+    assert parse_device("  emulate:20 ", cuda_available=False).step_ms == 20.0
+    assert parse_device(" cpu\n", cuda_available=False).kind == "cpu"

@@ -1,4 +1,6 @@
-from adlrec.profile.fetch import measure_fetch, spread
+import pytest
+
+from adlrec.profile.fetch import FetchCost, measure_fetch, spread
 
 
 def test_spread_keeps_order_and_reaches_the_end():
@@ -33,3 +35,29 @@ def test_fetch_with_a_missing_file_says_which(tmp_path):
 def test_fetch_with_a_directory_says_it_is_not_a_file(tmp_path):
     cost = measure_fetch([tmp_path], samples=1)
     assert cost.method == f"not measured: raw file is a directory, not a file: {tmp_path}"
+
+
+def test_read_times_scale_from_the_files_read_to_one_sample_of_the_whole_dataset(tmp_path):
+    files = []
+    for i in range(20):
+        p = tmp_path / f"{i}.bin"
+        p.write_bytes(b"x" * 10_000)
+        files.append(p)
+    ticks = iter([0.0, 2.0, 2.0, 2.5])  # the cold read takes 2 s, the cached one 0.5 s
+    cost = measure_fetch(files, samples=40, max_files=8, clock=lambda: next(ticks))
+    # 8 of the 20 files read (80 kB of 200 kB): the dataset takes 2.5 times as long, over 40 samples
+    assert cost.cold_s == pytest.approx(2.0 * 2.5 / 40)  # 0.125 s per sample
+    assert cost.cached_s == pytest.approx(0.5 * 2.5 / 40)
+    assert cost.extra_s == pytest.approx(1.5 * 2.5 / 40)
+
+
+def test_a_cold_read_measured_faster_than_cached_adds_no_negative_fetch_cost():
+    """Noise can make the cold read the faster one; decompose refuses a negative fetch cost."""
+    assert FetchCost(cold_s=1e-5, cached_s=2e-5, bytes_per_sample=100.0, method="m").extra_s == 0.0
+
+
+def test_fetch_of_empty_files_says_so(tmp_path):
+    files = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    for f in files:
+        f.write_bytes(b"")
+    assert measure_fetch(files, samples=2) == FetchCost(0.0, 0.0, 0.0, "not measured: raw files are empty")

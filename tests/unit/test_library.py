@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import dataclass, replace
 
 import pytest
 
-from adlrec.profile.library import measured_at, newest_per_key
+from adlrec.profile.library import export_profiles, file_name, measured_at, newest_per_key, profile_key
 from tests.factories import make_profile
 
 
@@ -33,8 +34,6 @@ def test_a_time_in_z_form_is_the_same_utc_time():
 
 
 def test_a_json_file_that_is_not_a_profile_is_named_or_skipped(tmp_path):
-    import json
-
     from adlrec.profile.library import load_profiles
 
     p = make_profile()
@@ -45,3 +44,39 @@ def test_a_json_file_that_is_not_a_profile_is_named_or_skipped(tmp_path):
     skipped: list[str] = []
     assert load_profiles(tmp_path, skipped) == [p]
     assert skipped == [f"{tmp_path / 'notes.json'}: not a profile: the key 'device' is missing"]
+
+
+@dataclass(frozen=True)
+class _Run:  # what export_profiles reads of a tracked run
+    run_id: str
+    profile: object
+
+
+def test_the_key_tells_apart_batch_sizes_and_hardware_but_not_the_hostname():
+    p = make_profile()
+    assert profile_key(replace(p, batch_size=16)) != profile_key(p)
+    assert profile_key(replace(p, hardware=replace(p.hardware, logical_cores=16))) != profile_key(p)
+    assert profile_key(replace(p, hardware=replace(p.hardware, hostname="elsewhere"))) == profile_key(p)
+
+
+def test_a_file_name_keeps_only_safe_characters():
+    p = make_profile(workload="my job/v2")
+    assert file_name(p) == f"my_job_v2-emulate5-{profile_key(p)}.json"
+
+
+def test_export_writes_each_run_with_its_id_skips_an_unusable_one_and_indexes_enough_workers(tmp_path):
+    # 10, 39, 40 samples/s: the best at 2 workers; 95% of it (38) is reached at 1
+    good = make_profile(workload="b", throughputs=(10.0, 39.0, 40.0))
+    other = make_profile(workload="a")
+    bad = replace(make_profile(workload="c"), batch_size=0)
+    skipped: list[str] = []
+    written = export_profiles([_Run("r-good", good), _Run("r-bad", bad), _Run("r-other", other)], tmp_path, skipped)
+    assert [p.name for p in written] == [file_name(good), file_name(other), "README.md"]
+    assert json.loads((tmp_path / file_name(good)).read_text())["mlflow_run_id"] == "r-good"
+    assert skipped == ["run r-bad: batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"]
+    rows = [line for line in (tmp_path / "README.md").read_text().splitlines() if line.startswith("| ")][
+        1:
+    ]  # not the header
+    assert [row.split(" | ")[1] for row in rows] == ["a", "b"]  # sorted by file name
+    best_workers, best, enough = rows[1].split(" | ")[4:7]
+    assert (best_workers, best, enough) == ("2", "40.0", "1")

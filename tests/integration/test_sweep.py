@@ -1,0 +1,102 @@
+"""One real sweep of the tiny job, called as the CLI calls it: what profile_job puts into a profile.
+
+Real DataLoader workers (fork) on real files; the step is a 10 ms wait (``emulate:10``), so the ceiling
+and training throughput are bounded by 8 samples / 10 ms = 800 samples/s whatever the machine's load,
+while the loader alone (no step) delivers far faster.  The rse target cannot be reached (1e-6), so every
+point runs out of its budget: the budgets show in the windows' lengths, not in wall-clock time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adlrec.config import Settings
+from adlrec.job import load_job
+from adlrec.profile.decompose import decompose
+from adlrec.profile.device import parse_device
+from adlrec.profile.library import measured_at
+from adlrec.profile.sweep import profile_job
+from tests.factories import make_profile
+
+BUDGET = 0.4
+STEP_BOUND = 8 / 0.010  # batch of 8 per 10 ms wait: no rate with the step can exceed it
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    data = tmp_path_factory.mktemp("sweep")
+    settings = Settings(data_dir=data, point_budget_s=BUDGET, rse_target=1e-6, warmup_s=0.0, min_batches=20, seed=0)
+    job = load_job(Path(__file__).parent.parent / "fixtures" / "tiny_job.py", data_dir=data, seed=0)
+    hardware = make_profile().hardware  # passed in, as the CLI passes a probed one: not detected again
+    progress = []
+    profile = profile_job(
+        job,
+        parse_device("emulate:10", cuda_available=False),
+        settings,
+        max_workers=1,
+        command="adlrec profile tiny_job.py",
+        on_progress=progress.append,
+        hardware=hardware,
+    )
+    return job, hardware, progress, profile
+
+
+def test_progress_reports_every_stage_in_order_counting_up_to_the_total(swept):
+    *_, progress, _ = swept
+    stages = ["fetch", "ceiling", "w=0 loader", "w=0 train", "w=1 loader", "w=1 train", "ceiling again"]
+    assert [e.stage for e in progress] == stages
+    assert [e.done for e in progress] == list(range(1, len(stages) + 1))
+    assert {e.total for e in progress} == {len(stages)}  # 3 + 2 per worker count
+
+
+def test_the_profile_records_the_job_the_settings_and_the_given_hardware(swept):
+    job, hardware, _, profile = swept
+    assert (profile.workload, profile.source_hash, profile.batch_size) == ("tiny", job.source_hash, 8)
+    assert profile.params == dict(job.params)
+    assert profile.hardware is hardware
+    assert (profile.budget_s, profile.rse_target) == (BUDGET, 1e-6)
+    assert profile.command == "adlrec profile tiny_job.py"
+    assert measured_at(profile).utcoffset() is not None  # created_at names its zone
+    assert [p.workers for p in profile.points] == [0, 1]
+
+
+def test_each_point_is_the_training_window_and_the_loader_alone_rate(swept):
+    *_, profile = swept
+    for p in profile.points:
+        # the window that ran out of budget: at least the whole training budget long
+        assert not p.stable and p.seconds >= BUDGET * 0.999
+        assert p.throughput == pytest.approx(p.batches * 8 / p.seconds)  # rate = samples / window
+        assert 0 < p.throughput <= STEP_BOUND
+        # the loader alone (no 10 ms step) is far faster than training with it; the step waits, not the loader
+        assert p.prep_rate > STEP_BOUND
+        assert p.wait_fraction < 0.5
+    assert profile.baseline.prep_rate == profile.points[0].prep_rate  # the in-process loader: 0 workers
+    assert profile.points[0].worker_uss_mb == 0.0 and profile.points[1].worker_uss_mb > 0
+
+
+def test_each_point_is_decomposed_against_the_first_ceiling_and_the_measured_fetch_cost(swept):
+    *_, profile = swept
+    b = profile.baseline
+    extra = max(0.0, b.fetch_cold_s - b.fetch_cached_s)
+    for p in profile.points:
+        s = decompose(p.throughput, b.ceiling, p.prep_rate, extra, p.workers)
+        assert (p.stall_fraction, p.prep_share, p.fetch_share) == (s.stall_fraction, s.prep_share, s.fetch_share)
+
+
+def test_the_ceiling_is_measured_twice_each_bounded_by_the_step(swept):
+    *_, profile = swept
+    b = profile.baseline
+    assert 0 < b.ceiling <= STEP_BOUND and 0 < b.ceiling_end <= STEP_BOUND
+    assert b.ceiling_end != b.ceiling  # a second measurement, not the first one copied
+    # each with its own error: 0.4 s of 10 ms steps is about 40 batches, enough for the 10 batch-means groups
+    assert b.ceiling_end_rse != b.ceiling_rse
+
+
+def test_the_notes_say_emulated_first_and_name_every_point_that_ran_out_of_budget(swept):
+    *_, profile = swept
+    assert profile.notes[0] == "training step emulated by a 10 ms wait; data loading is real"
+    (budget,) = [n for n in profile.notes if "budget ran out" in n]
+    assert "when the budget ran out at workers=[0, 1]: raise --budget" in budget
+    assert not [n for n in profile.notes if "epoch" in n]  # 64 samples: 8 batches, more than 1 worker
