@@ -153,3 +153,16 @@ def test_an_ended_job_s_run_ends_at_the_next_tick_not_at_its_next_write(tmp_path
         assert _history(uri, runs["end-c"][0].info.run_id, "throughput") == [(0, 3.0)]
     finally:
         live.close()
+
+
+def test_the_writer_holds_at_most_its_capacity_and_counts_what_it_drops(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=120.0)  # "end-c" is next due about 116 s on
+    t = time.time()
+    dropped = 0
+    for i in range(3):  # one at a time: the service's buffer never fills, the writer's does at the third
+        live.record("end-c", "n0", t + i, {"throughput": float(i)}, t)
+        dropped += live.flush().dropped
+    dropped += live.close().dropped  # writes what it holds
+    assert dropped == 1
+    assert _history(uri, _runs(uri)["end-c"][0].info.run_id, "throughput") == [(1, 0.5)]
