@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 
 import httpx
 import pytest
 
+from adlrec import __version__
 from adlrec.service import create_app
 from adlrec.service.store import JobStore
 from tests.service_helpers import PROBE, LiveServer, ManualClock, server_with_breakable_store, service_settings
@@ -153,6 +155,7 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v", "curve": [1.0, 2.0], "gpus": "2"}, "gpus", "valid integer"),
         ({"node": "v", "curve": [1.0, 2.0], "gpus": 1.0}, "gpus", "valid integer"),
         ({"node": "v", "curve": [1.0, 2.0], "weight": False}, "weight", "valid number"),
+        ({"node": "v", "curve": [1.0, 2.0], "weight": 1e7}, "weight", "less than or equal to 1000000"),
         ({"node": "v", "curve": [1.0], "colour": "red"}, "colour", "Extra inputs"),
         ({"node": "v", "probe": PROBE | {"ceiling": 0}}, "probe.ceiling", "greater than 0"),
         ({"node": "v", "probe": PROBE | {"fetch_extra_s": -1.0}}, "probe.fetch_extra_s", "greater than or equal to 0"),
@@ -463,3 +466,234 @@ def test_a_rank_count_out_of_range_is_a_clear_422_and_registers_nothing(service,
     r = http.post("/jobs", json={"job_id": "rk-bad", "node": "rk-bad", "curve": STEEP, "ranks": ranks}, headers=AUTH)
     assert r.status_code == 422 and "ranks" in r.text
     assert http.get("/jobs/rk-bad").status_code == 404
+
+
+def test_a_probe_s_max_workers_may_reach_the_service_s_limit_and_no_further(service):
+    http, _ = service
+    r = http.post("/jobs", json={"job_id": "cap-over", "node": "cap", "probe": PROBE, "max_workers": 33}, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == "invalid request: max_workers: 33 is above this service's limit of 32 workers"
+    assert http.get("/jobs/cap-over").status_code == 404
+    job = register(http, "cap", "cap-edge", probe=PROBE, max_workers=32)
+    assert job["max_workers"] == 32 and len(job["predicted"]) == 33
+    job = register(http, "cap", "cap-default", probe=PROBE)  # no max_workers: the service's limit
+    assert job["max_workers"] == 32 and len(job["predicted"]) == 33
+
+
+def test_a_probe_s_min_workers_above_the_service_s_limit_is_a_422_and_registers_nothing(service):
+    # no max_workers given, so the body alone cannot say min_workers is too high: the route must
+    http, _ = service
+    body = {"job_id": "cap-min", "node": "cap", "probe": PROBE, "min_workers": 33}
+    r = http.post("/jobs", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == "invalid request: min_workers: 33 is above max_workers (32)"
+    assert http.get("/jobs/cap-min").status_code == 404
+
+
+def test_a_registration_s_every_field_is_kept_as_sent(service):
+    http, _ = service
+    job = register(
+        http,
+        "kept",
+        "kept-a",
+        STEEP,
+        weight=2.5,
+        min_workers=1,
+        max_workers=4,
+        requested_workers=3,
+        mem_per_worker_mb=300,
+        gpus=2,
+        main_cores=3,
+    )
+    sent = {"weight": 2.5, "min_workers": 1, "max_workers": 4, "requested_workers": 3, "mem_per_worker_mb": 300}
+    assert {k: job[k] for k in sent} == sent and (job["gpus"], job["main_cores"], job["ranks"]) == (2, 3, 1)
+    assert {k: http.get("/jobs/kept-a").json()[k] for k in sent} == sent  # as stored, read back
+
+
+def test_jobs_filter_by_each_status_and_refuse_any_other(service):
+    http, clock = service
+    register(http, "st", "st-a", STEEP)
+    register(http, "st", "st-b", STEEP)
+    register(http, "st", "st-c", STEEP)
+    http.post("/jobs/st-c/finish", headers=AUTH)
+    clock.advance(40)
+    http.post("/jobs/st-b/heartbeat", json={}, headers=AUTH)
+    clock.advance(30)  # a: silent for 70 s > TTL 60 s
+    recompute(http)  # expires a
+    by = {
+        s: [j["job_id"] for j in http.get("/jobs", params={"status": s, "node": "st"}).json()]
+        for s in ("active", "expired", "finished")
+    }
+    assert by == {"active": ["st-b"], "expired": ["st-a"], "finished": ["st-c"]}
+    for bad in ("inactive", "Active", "expired "):  # the pattern is anchored: "inactive" holds "active"
+        r = http.get("/jobs", params={"status": bad})
+        assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: status:"), r.text
+
+
+def test_a_job_id_longer_than_128_characters_is_a_422_not_an_unknown_job(service):
+    http, _ = service
+    long_id = "j" * 129
+    r = http.get(f"/jobs/{long_id}")
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: job_id:"), r.text
+    r = http.post(f"/jobs/{long_id}/heartbeat", json={}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: job_id:"), r.text
+
+
+def test_the_plan_of_an_unknown_node_is_a_404_that_says_no_such_node(service):
+    http, _ = service
+    r = http.get("/nodes/ghost-node/plan")
+    assert r.status_code == 404 and r.json()["detail"] == "no node named 'ghost-node'", r.text
+    http.put("/nodes/planless", json={"cores": 2, "memory_mb": 100}, headers=AUTH)
+    r = http.get("/nodes/planless/plan")
+    assert r.status_code == 404 and r.json()["detail"] == "node 'planless' has no plan yet", r.text
+
+
+def test_a_plan_page_holds_at_most_500_plans(service):
+    http, _ = service
+    assert http.get("/plans", params={"limit": 500}).status_code == 200
+    r = http.get("/plans", params={"limit": 501})
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: limit:"), r.text
+
+
+def test_a_finish_a_revived_job_and_a_node_s_new_budgets_each_ask_for_a_debounced_recompute(tmp_path):
+    clock = ManualClock()
+    settings = service_settings(tmp_path, service_debounce_s=0.05, service_ttl_s=60)
+
+    def plan_becomes(http, done, what):
+        deadline = time.monotonic() + 20  # a bound on waiting, not a timing assertion
+        while time.monotonic() < deadline:
+            r = http.get("/nodes/dq/plan")
+            if r.status_code == 200 and done(r.json()["workers"]):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"no plan {what} within 20 s: {r.text}")
+
+    # no recompute but the debounced ones: the interval is an hour
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        register(http, "dq", "dq-a", STEEP)
+        register(http, "dq", "dq-b", FLAT)
+        plan_becomes(http, lambda w: set(w) == {"dq-a", "dq-b"}, "of a and b")
+        assert http.post("/jobs/dq-b/finish", headers=AUTH).status_code == 200
+        plan_becomes(http, lambda w: set(w) == {"dq-a"}, "without the finished b")
+        clock.advance(70)
+        (empty,) = [p for p in recompute(http) if p["node"] == "dq"]
+        assert empty["workers"] == {}  # a, silent past its TTL, expired
+        assert http.post("/jobs/dq-a/heartbeat", json={}, headers=AUTH).json()["status"] == "active"
+        plan_becomes(http, lambda w: w == {"dq-a": 3}, "of the revived a")
+        assert http.put("/nodes/dq", json={"cores": 2, "memory_mb": 8000}, headers=AUTH).status_code == 200
+        plan_becomes(http, lambda w: w == {"dq-a": 1}, "on 2 cores: 1 worker beside a's main process")
+        metrics = http.get("/metrics").text
+        for trigger in ("finish", "revive", "node"):
+            assert f'adlrec_recomputes_total{{trigger="{trigger}"}} 1' in metrics, trigger
+
+
+def test_putting_a_node_again_changes_its_budgets_and_the_list_shows_each_node_s_plan(service):
+    http, _ = service
+    first = http.put("/nodes/bud", json={"cores": 6, "memory_mb": 8000}, headers=AUTH).json()
+    assert (first["cores"], first["memory_mb"]) == (6, 8000)
+    again = http.put("/nodes/bud", json={"cores": 12, "memory_mb": 4000}, headers=AUTH).json()
+    assert (again["cores"], again["memory_mb"]) == (12, 4000)
+    register(http, "bud", "bud-a", STEEP)
+    (plan,) = [p for p in recompute(http) if p["node"] == "bud"]
+    one = http.get("/nodes/bud").json()
+    assert one == {
+        "name": "bud",
+        "cores": 12,
+        "memory_mb": 4000,
+        "active_jobs": 1,
+        "plan_id": plan["plan_id"],
+        "problem": None,
+    }
+    assert [n for n in http.get("/nodes").json() if n["name"] == "bud"] == [one]
+
+
+def test_metrics_count_jobs_by_each_status_and_plans_apart(service):
+    http, _ = service
+    text = http.get("/metrics").text
+    statuses = {line.split('"')[1] for line in text.splitlines() if line.startswith("adlrec_jobs{")}
+    assert statuses == {"active", "finished", "expired"}, text  # "plans" was a job status here
+    assert any(line.startswith("adlrec_plans ") for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"data_wait": 1.5}, "data_wait", "less than or equal to 1"),
+        ({"data_wait": -0.1}, "data_wait", "greater than or equal to 0"),
+        ({"throughput": -1.0, "workers": 1}, "throughput", "greater than or equal to 0"),
+        # json reads NaN (not JSON, but Python's json takes it): said to be what it is, not "too large"
+        (b'{"throughput": NaN, "workers": 1}', "throughput", "finite number"),
+        ({"throughput": 5.0, "workers": 257}, "workers", "less than or equal to 256"),
+        ({"throughput": 5.0, "workers": 1, "colour": "red"}, "colour", "Extra inputs"),
+    ],
+)
+def test_a_bad_heartbeat_is_a_422_that_names_the_field_and_changes_nothing(service, body, field, words):
+    http, _ = service
+    job_id = f"badbeat-{uuid.uuid4().hex[:8]}"  # one per case: two cases may name the same field
+    job = register(http, "badbeat", job_id, STEEP)
+    sent = {"json": body} if isinstance(body, dict) else {"content": body}
+    r = http.post(f"/jobs/{job_id}/heartbeat", headers=AUTH | {"content-type": "application/json"}, **sent)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith(f"invalid request: {field}: ") and words in detail, detail
+    after = http.get(f"/jobs/{job_id}").json()
+    assert (after["measured"], after["data_wait"], after["last_seen"]) == ([], None, job["last_seen"])
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"cores": 0, "memory_mb": 100}, "cores", "greater than or equal to 1"),
+        ({"cores": 4097, "memory_mb": 100}, "cores", "less than or equal to 4096"),
+        ({"cores": 2, "memory_mb": -1}, "memory_mb", "greater than or equal to 0"),
+        ({"cores": 2}, "memory_mb", "Field required"),
+        ({"cores": 2.0, "memory_mb": 100}, "cores", "valid integer"),
+    ],
+)
+def test_a_bad_node_budget_is_a_422_that_names_the_field_and_changes_nothing(service, body, field, words):
+    http, _ = service
+    assert http.put("/nodes/badnode", json={"cores": 4, "memory_mb": 500}, headers=AUTH).status_code == 200
+    r = http.put("/nodes/badnode", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith(f"invalid request: {field}: ") and words in detail, detail
+    node = http.get("/nodes/badnode").json()
+    assert (node["cores"], node["memory_mb"]) == (4, 500)
+
+
+def test_a_job_shows_its_times_and_what_it_last_reported(service):
+    http, clock = service
+    job = register(http, "times", "times-a", STEEP)
+    assert job["registered_at"] == job["last_seen"] == clock() and job["finished_at"] is None
+    clock.advance(5)
+    http.post("/jobs/times-a/heartbeat", json={"throughput": 70.0, "workers": 2, "data_wait": 0.25}, headers=AUTH)
+    got = http.get("/jobs/times-a").json()
+    assert (got["registered_at"], got["last_seen"]) == (job["registered_at"], clock())
+    assert (got["reported_workers"], got["reported_throughput"], got["data_wait"]) == (2, 70.0, 0.25)
+    assert got["measured"] == [{"workers": 2, "throughput": 70.0, "samples": 1, "data_wait": 0.25}]
+    clock.advance(5)
+    assert http.post("/jobs/times-a/finish", headers=AUTH).json() == {"job_id": "times-a", "status": "finished"}
+    done = http.get("/jobs/times-a").json()
+    assert done["status"] == "finished" and done["finished_at"] == clock()
+
+
+def test_a_plan_shows_when_it_was_made_what_it_uses_and_why(service):
+    http, clock = service
+    http.put("/nodes/pu", json={"cores": 6, "memory_mb": 8000}, headers=AUTH)
+    register(http, "pu", "pu-a", STEEP, mem_per_worker_mb=100)
+    register(http, "pu", "pu-b", FLAT, mem_per_worker_mb=100)
+    (plan,) = [p for p in recompute(http) if p["node"] == "pu"]
+    assert plan["created_at"] == clock() and plan["workers"] == {"pu-a": 3, "pu-b": 1}
+    assert plan["memory_used_mb"] == 400 and plan["cores_used"] == 6  # 4 workers and 2 main processes
+    assert set(plan["reasons"]) == {"pu-a", "pu-b"} and all(plan["reasons"].values())
+    assert http.get(f"/plans/{plan['plan_id']}").json() == plan == http.get("/nodes/pu/plan").json()
+
+
+def test_health_says_the_version_the_store_and_the_policy(service):
+    http, _ = service
+    assert http.get("/health").json() == {
+        "status": "ok",
+        "version": __version__,
+        "store": "sqlite",
+        "policy": "optimal",
+    }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from adlrec.service.live import LiveLog
+from adlrec.service.live import LiveLog, mean_sample
 from adlrec.tracking import LIVE_EXPERIMENT, LIVE_JOB_TAG, LiveRuns, LiveSample
 
 
@@ -107,3 +107,62 @@ def test_a_writer_that_dies_is_reported_and_replaced(tmp_path, caplog):
     assert live._proc is not first and live._proc.is_alive()
     assert live.close().logged == 2  # the new writer logs what came after: throughput, heartbeats
     assert _history(uri, _runs(uri)["k"][0].info.run_id, "throughput") == [(0, 5.0)]
+
+
+def test_a_mean_point_averages_each_metric_over_the_heartbeats_that_reported_it():
+    t = 1_800_000_000.0
+    batch = [
+        ("j", "n0", t, 0, {"throughput": 10.0, "data_wait": 0.5}),
+        ("j", "n0", t + 1, 1, {"throughput": 30.0}),  # no share in these two: unknown, not 0
+        ("j", "n0", t + 2, 2, {"throughput": 20.0}),
+    ]
+    # at the last heartbeat's time and step
+    assert mean_sample(batch) == ("j", "n0", t + 2, 2, {"throughput": 20.0, "data_wait": 0.5, "heartbeats": 3.0})
+
+
+def test_a_heartbeat_with_nothing_to_log_is_not_buffered_and_a_full_buffer_counts_what_it_drops(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=0.2)
+    t = time.time()
+    live.record("silent", "n0", t, {"throughput": None, "data_wait": None}, t)
+    for i in range(3):  # a buffer of 2: the oldest is dropped
+        live.record("k", "n0", t + i, {"throughput": float(i)}, t)
+    counts = live.close()
+    assert (counts.dropped, counts.logged, counts.failures) == (1, 2, 0)  # throughput and heartbeats, once
+    runs = _runs(uri)
+    assert set(runs) == {"k"}
+    assert _history(uri, runs["k"][0].info.run_id, "throughput") == [(2, 1.5)]
+
+
+def test_an_ended_job_s_run_ends_at_the_next_tick_not_at_its_next_write(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    LiveRuns(uri, tmp_path / "art")  # the store made here first: the polls below never race its creation
+    live = LiveLog(uri, tmp_path / "art", period_s=120.0)  # "end-c" is next due about 116 s after its first sample
+    t = time.time()
+    try:
+        live.record("end-c", "n0", t, {"throughput": 3.0}, t)
+        live.end("end-c", "finished")
+        live.flush()
+        deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
+        while time.monotonic() < deadline:
+            runs = _runs(uri)
+            if "end-c" in runs and runs["end-c"][0].info.status == "FINISHED":
+                break
+            time.sleep(0.2)
+        assert runs["end-c"][0].info.status == "FINISHED", runs
+        assert _history(uri, runs["end-c"][0].info.run_id, "throughput") == [(0, 3.0)]
+    finally:
+        live.close()
+
+
+def test_the_writer_holds_at_most_its_capacity_and_counts_what_it_drops(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=120.0)  # "end-c" is next due about 116 s on
+    t = time.time()
+    dropped = 0
+    for i in range(3):  # one at a time: the service's buffer never fills, the writer's does at the third
+        live.record("end-c", "n0", t + i, {"throughput": float(i)}, t)
+        dropped += live.flush().dropped
+    dropped += live.close().dropped  # writes what it holds
+    assert dropped == 1
+    assert _history(uri, _runs(uri)["end-c"][0].info.run_id, "throughput") == [(1, 0.5)]

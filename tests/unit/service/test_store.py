@@ -13,9 +13,9 @@ from sqlalchemy import Column, Float, ForeignKey, Integer, MetaData, String, Tab
 from sqlalchemy.exc import IntegrityError
 
 from adlrec.service.recompute import compute_plans
-from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, JobSpec, MeasuredPoint, NodeInfo
+from adlrec.service.records import ACTIVE, EXPIRED, FINISHED, Assignment, JobSpec, MeasuredPoint, NodeInfo
 from adlrec.service.state import Beat, JobState
-from adlrec.service.store import JobStore, metadata
+from adlrec.service.store import JobStore, UnknownJob, UnknownNode, assignment, metadata
 from tests.service_helpers import ManualClock
 
 PG_URL = os.environ.get("ADLREC_TEST_POSTGRES_URL")
@@ -80,9 +80,11 @@ def test_registering_again_replaces_the_spec_and_forgets_measurements(make_store
         [("a", MeasuredPoint(2, 70.0, 1, 0.2))],
     )
     assert store.points("a") == [MeasuredPoint(2, 70.0, 1, 0.2)] and store.job("a").reported_workers == 2
+    assert store.job("a").data_wait == 0.2
     job, created = store.register(spec("a", gpus=2), DEFAULT)
     assert not created and job.spec.gpus == 2 and store.points("a") == []
     assert (job.reported_workers, job.reported_throughput) == (None, None) and store.job("a") == job
+    assert job.data_wait is None
 
 
 def test_silent_jobs_expire_and_a_heartbeat_brings_them_back(make_store):
@@ -269,3 +271,79 @@ def test_a_job_of_ranks_keeps_its_ranks_and_one_an_older_adlrec_stored_has_one(m
     store.close()
     again = {j.job_id: j.spec.ranks for j in make_store().jobs()}
     assert again == {"ddp": 4, "old": 1}
+
+
+def test_putting_a_known_node_again_replaces_both_budgets_and_nodes_are_listed_by_name(make_store):
+    store = make_store()
+    store.put_node(NodeInfo("zeta", 4, 1000))  # stored first: a listing in insertion order would put it first
+    store.put_node(NodeInfo("alpha", 2, 500))
+    store.put_node(NodeInfo("zeta", 16, 2000))
+    assert store.node("zeta") == NodeInfo("zeta", 16, 2000)
+    assert store.nodes() == [NodeInfo("alpha", 2, 500), NodeInfo("zeta", 16, 2000)]
+    with pytest.raises(UnknownNode):
+        store.node("ghost")
+
+
+def test_registering_again_moves_the_job_to_the_end_of_the_registration_order(make_store):
+    # JobState puts a job registered again last in memory; the store must agree, or the order (which breaks
+    # ties in a plan) changes at the next restart and in GET /jobs
+    store = make_store()
+    for job_id in ("a", "b", "a"):
+        store.register(spec(job_id), DEFAULT)
+    assert [j.job_id for j in store.jobs()] == ["b", "a"]
+    assert [j.job_id for j, _ in store.open_jobs()] == ["b", "a"]
+    assert [j.job_id for j in store.snapshot().jobs] == ["b", "a"]
+
+
+def test_finishing_twice_keeps_the_first_finish_time_and_registering_again_clears_it(make_store):
+    clock = ManualClock()
+    store = make_store(clock)
+    store.register(spec("a"), DEFAULT)
+    clock.advance(10)
+    first = store.finish("a")
+    assert first.status == FINISHED and first.finished_at == clock()
+    clock.advance(10)
+    assert store.finish("a") == first and store.job("a") == first
+    again, created = store.register(spec("a"), DEFAULT)
+    assert not created and again.status == ACTIVE and again.finished_at is None
+    with pytest.raises(UnknownJob):
+        store.finish("ghost")
+
+
+def test_jobs_filter_by_status_and_node_and_counts_cover_every_status(make_store):
+    clock = ManualClock()
+    store = make_store(clock)
+    for job_id, node in (("a", "n1"), ("b", "n1"), ("c", "n2"), ("d", "n2")):
+        store.register(spec(job_id, node=node), DEFAULT)
+    store.finish("b")
+    state = JobState(store, clock)
+    state.load()
+    clock.advance(100)
+    state.beat("a", None, None, None)
+    state.beat("d", None, None, None)
+    assert state.expire(60) == ["c"]
+    state.flush()
+    assert [j.job_id for j in store.jobs(status=FINISHED)] == ["b"]
+    assert [j.job_id for j in store.jobs(status=EXPIRED)] == ["c"]
+    assert [j.job_id for j in store.jobs(status=ACTIVE, node="n2")] == ["d"]
+    assert store.counts() == {ACTIVE: 2, FINISHED: 1, EXPIRED: 1, "plans": 0}
+
+
+def test_a_job_out_of_the_plan_or_without_one_runs_what_it_reported_within_its_bounds(make_store):
+    store = make_store()
+    store.register(spec("a", min_workers=2, requested_workers=1), DEFAULT)
+    store.register(spec("b", max_workers=2, requested_workers=5), DEFAULT)
+    (plan,) = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
+    assert assignment(store.job("a"), plan) == Assignment("a", plan.plan.workers["a"], plan.plan_id, ACTIVE)
+    # no plan: what it asked for, raised to its minimum or cut to its maximum
+    assert assignment(store.job("a"), None) == Assignment("a", 2, None, ACTIVE)
+    assert assignment(store.job("b"), None) == Assignment("b", 2, None, ACTIVE)
+    # what it last said it runs with, over what it asked for
+    beat(store, "b", None, 1)
+    assert assignment(store.job("b"), None).workers == 1
+    # no max_workers: the curve's last point bounds it
+    store.register(spec("c", requested_workers=9), DEFAULT)
+    assert assignment(store.job("c"), None).workers == 3
+    # a finished job is no longer in its plan, though the plan still names it (until the next recompute)
+    done = store.finish("a")
+    assert assignment(done, plan) == Assignment("a", 2, None, FINISHED)
