@@ -26,7 +26,6 @@ from adlrec.cli.common import (
     worker_count,
 )
 from adlrec.errors import UsageError
-from adlrec.words import count
 
 if TYPE_CHECKING:
     from adlrec.config import Settings
@@ -229,8 +228,8 @@ def _keep(profile: Profile, folder: Path) -> Path | None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from adlrec.profile.report import profile_table
-    from adlrec.schemas import ENOUGH_SHARE, json_text
+    from adlrec.profile.report import best_line, profile_table
+    from adlrec.schemas import json_text
 
     if args.no_log and args.experiment is not None:
         raise UsageError("--experiment names the experiment the profile is logged to; with --no-log nothing is logged")
@@ -251,11 +250,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     console.print(profile_table(profile))
     for note in profile.notes:
         console.print(f"note: {note}", markup=False)
-    best, enough = profile.best, profile.enough()
-    line = f"best: {count(best.workers, 'worker')}, {best.throughput:,.1f} samples/s"
-    if enough.workers != best.workers:
-        line += f"; {enough.workers} reach {ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
-    console.print(line)
+    console.print(best_line(profile))
     if tracker is not None:
         console.print(f"logged run {run_id} to experiment {settings.experiment!r} at {tracker.tracking_uri}")
         console.print(f"view it: mlflow ui --backend-store-uri {tracker.tracking_uri}", soft_wrap=True)

@@ -11,9 +11,10 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from adlrec.schemas import Profile, ProfilePoint
+from adlrec.schemas import ENOUGH_SHARE, Profile, ProfilePoint
+from adlrec.words import count
 
-__all__ = ["curve_csv", "plot_curve", "profile_table"]
+__all__ = ["best_line", "curve_csv", "plot_curve", "profile_table"]
 
 _POINT_FIELDS = [f.name for f in fields(ProfilePoint)]
 
@@ -26,6 +27,18 @@ def curve_csv(profile: Profile) -> str:
     for p in profile.points:
         writer.writerow({k: _fmt(v) for k, v in asdict(p).items()})
     return buf.getvalue()
+
+
+def best_line(profile: Profile) -> str:
+    """The line under the table: the best worker count, and the fewest that reach 95% of it when fewer do."""
+    best, enough = profile.best, profile.enough()
+    line = f"best: {count(best.workers, 'worker')}, {best.throughput:,.1f} samples/s"
+    if enough.workers != best.workers:
+        reach = "reaches" if enough.workers == 1 else "reach"
+        line += (
+            f"; {count(enough.workers, 'worker')} {reach} {ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
+        )
+    return line
 
 
 def _fmt(v: object) -> object:

@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from adlrec.profile.report import curve_csv, profile_table
+from adlrec.profile.report import best_line, curve_csv, profile_table
 from adlrec.schemas import DeviceSpec
 from tests.factories import make_profile
 
@@ -82,3 +82,15 @@ def test_the_csv_has_one_row_per_point_with_floats_to_six_significant_digits():
     assert lines[0].split(",")[:3] == ["workers", "throughput", "rse"]
     assert len(lines) == 3
     assert lines[1].split(",")[:2] == ["0", "0.333333"]  # 1/3 to 6 significant digits, not 0.3333333333333333
+
+
+def test_the_line_under_the_table_names_the_best_and_the_fewest_workers_that_reach_95_percent_of_it():
+    # 10, 97, 100 samples/s: 97 is 97% of the best, so 1 worker is enough; 10, 20, 96, 100: 96%, at 2 workers
+    assert best_line(make_profile((10.0, 97.0, 100.0))) == (
+        "best: 2 workers, 100.0 samples/s; 1 worker reaches 95% of it (97.0 samples/s)"
+    )
+    assert best_line(make_profile((10.0, 20.0, 96.0, 100.0))) == (
+        "best: 3 workers, 100.0 samples/s; 2 workers reach 95% of it (96.0 samples/s)"
+    )
+    assert best_line(make_profile((10.0, 20.0, 15.0))) == "best: 1 worker, 20.0 samples/s"  # none fewer reach it
+    assert best_line(make_profile((2_000.0, 1_500.0))) == "best: 0 workers, 2,000.0 samples/s"
