@@ -14,3 +14,8 @@ def plural(n: int, word: str) -> str:
 def count(n: int, word: str) -> str:
     """``n`` and ``word`` as said of ``n`` things: "1 worker", "0 workers", "2 main processes"."""
     return f"{n} {plural(n, word)}"
+
+
+def agree(n: int, one: str, many: str) -> str:
+    """The form of a verb whose subject is ``n`` things: ``agree(1, "reaches", "reach")`` is "reaches"."""
+    return one if n == 1 else many

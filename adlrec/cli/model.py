@@ -235,10 +235,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.job import check_job_file
     from adlrec.predict.models import AnalyticModel, smallest_reaching
     from adlrec.predict.probe import probe_job, sweep_budget
-    from adlrec.predict.report import prediction_table
+    from adlrec.predict.report import prediction_line, prediction_table, sweep_line
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
-    from adlrec.schemas import ENOUGH_SHARE, json_text
+    from adlrec.schemas import json_text
     from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
 
     if args.no_log and not args.compare:
@@ -315,19 +315,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     console = stdout()
     console.print(prediction_table(job.name, device, curve, measured))
     console.print(f"model: {source}", markup=False)
-    console.print(
-        f"predicted max {curve[best_w]:,.1f} samples/s at {best_w} workers; {enough_w} workers reach "
-        f"{ENOUGH_SHARE:.0%} of it"
-    )
+    console.print(prediction_line(curve, best_w, enough_w))
     line = f"probe: {probe.seconds:.1f} s"
     if sweep_s is not None:
-        line += f"; full sweep: {sweep_s:.1f} s ({probe.seconds / sweep_s:.0%} of it)"
-        apes = [abs(p - m) / m for p, m in zip(curve, measured, strict=True)]
-        line += f"; median APE {float(np.median(apes)):.1%}"
-        best_m = int(np.argmax(measured))
-        line += (
-            f"; measured best {measured[best_m]:,.1f} at {best_m} workers, predicted best w={best_w} "
-            f"reaches {measured[best_w] / measured[best_m]:.0%} of it"
-        )
+        line += f"; full sweep: {sweep_s:.1f} s ({probe.seconds / sweep_s:.0%} of it); {sweep_line(curve, measured, best_w)}"
     console.print(line)
     return 0

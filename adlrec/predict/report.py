@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
 from adlrec.predict.evaluate import Evaluation
-from adlrec.schemas import DeviceSpec
+from adlrec.schemas import ENOUGH_SHARE, DeviceSpec
+from adlrec.words import agree, count
 
-__all__ = ["evaluation_table", "fit_table", "prediction_table"]
+__all__ = ["evaluation_table", "fit_table", "prediction_line", "prediction_table", "sweep_line"]
 
 
 def evaluation_table(evals: Sequence[tuple[str, Evaluation]], title: str) -> Table:
@@ -59,3 +61,22 @@ def prediction_table(
             row += [f"{measured[w]:,.1f}", f"{(t - measured[w]) / measured[w]:+.1%}"]
         table.add_row(*row)
     return table
+
+
+def prediction_line(curve: Sequence[float], best_w: int, enough_w: int) -> str:
+    """The line under the table: the predicted best, and the fewest workers predicted to reach 95% of it."""
+    return (
+        f"predicted max {curve[best_w]:,.1f} samples/s at {count(best_w, 'worker')}; "
+        f"{count(enough_w, 'worker')} {agree(enough_w, 'reaches', 'reach')} {ENOUGH_SHARE:.0%} of it"
+    )
+
+
+def sweep_line(curve: Sequence[float], measured: Sequence[float], best_w: int) -> str:
+    """What ``--compare``'s sweep measured: the median error, the measured best, and what the predicted
+    best count measured as a share of it."""
+    apes = [abs(p - m) / m for p, m in zip(curve, measured, strict=True)]
+    best_m = int(np.argmax(measured))
+    return (
+        f"median APE {float(np.median(apes)):.1%}; measured best {measured[best_m]:,.1f} at {count(best_m, 'worker')}, "
+        f"predicted best w={best_w} reaches {measured[best_w] / measured[best_m]:.0%} of it"
+    )

@@ -1,4 +1,4 @@
-from adlrec.words import count, plural
+from adlrec.words import agree, count, plural
 
 
 def test_one_thing_is_said_as_is_and_every_other_count_in_the_plural():
@@ -14,3 +14,7 @@ def test_words_ending_in_a_hiss_take_es():
         "boxes",
     ]
     assert plural(1, "batch") == "batch"
+
+
+def test_a_verb_agrees_with_its_count():
+    assert [agree(n, "reaches", "reach") for n in (0, 1, 2)] == ["reach", "reaches", "reach"]
