@@ -30,6 +30,7 @@ import httpx
 
 from adlrec.http_deadline import DeadlineBackend, deadline_transport
 from adlrec.schemas import MAX_WORKERS
+from adlrec.words import count
 
 __all__ = ["Assignment", "ServiceClient", "token_problem"]
 
@@ -313,5 +314,5 @@ def _keeping(last: Assignment | None) -> str:
     if last is None:
         return "no plan yet"
     if last.plan_id is None:
-        return f"keeping {last.workers} workers (the service has not planned this job yet)"
-    return f"keeping {last.workers} workers (plan {last.plan_id})"
+        return f"keeping {count(last.workers, 'worker')} (the service has not planned this job yet)"
+    return f"keeping {count(last.workers, 'worker')} (plan {last.plan_id})"

@@ -20,6 +20,7 @@ from adlrec.cli.common import (
 )
 from adlrec.config import SIMULATION_EXPERIMENT
 from adlrec.errors import UsageError
+from adlrec.words import count
 
 __all__ = ["add_commands"]
 
@@ -213,7 +214,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     table_rows = comparison_rows(runs)
     console = stdout()
     console.print(
-        f"trace {args.trace} ({len(jobs)} jobs, sha256 {digest}); node {node.cores} cores, {node.gpus} GPUs, "
+        f"trace {args.trace} ({count(len(jobs), 'job')}, sha256 {digest}); node {count(node.cores, 'core')}, "
+        f"{count(node.gpus, 'GPU')}, "
         f"{args.memory_gb:g} GB for workers; objective {config.objective}, interval {config.interval_s:g} s, "
         f"resize {config.resize_s:g} s, threshold {config.threshold:g}, contention {config.contention}, "
         f"main-cpu {config.main_cpu:g}, ranks {args.ranks}",
@@ -294,7 +296,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         args.out.write_text(format_trace(rows, comments))
     except OSError as exc:
         raise UsageError(f"--out {args.out}: cannot write the trace there: {exc.strerror or exc}") from None
-    print(f"wrote {len(rows)} jobs to {args.out} (profiles: {', '.join(drawn)})")
+    print(f"wrote {count(len(rows), 'job')} to {args.out} (profiles: {', '.join(drawn)})")
     print(derived)
     return 0
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from adlrec.errors import AdlrecError, UsageError
+from adlrec.words import count
 
 __all__ = ["add_commands", "fetch_status", "status_text"]
 
@@ -177,13 +178,13 @@ def status_text(state: dict[str, Any], now: float) -> Any:
         if n.get("problem"):
             parts.append(Text(f"  no plan fits now: {n['problem']}"))
     if idle:
-        listed = ", ".join(f"{n['name']} ({n['cores']} cores)" for n in idle)
+        listed = ", ".join(f"{n['name']} ({count(n['cores'], 'core')})" for n in idle)
         parts.append(Text(f"nodes without an active job: {listed}"))
     return Group(*parts)
 
 
 def _node_line(n: dict[str, Any], plan: dict[str, Any] | None) -> str:
-    head = f"{n['name']}: {n['cores']} cores, {n['memory_mb'] / 1024:.1f} GB for workers, {n['active_jobs']} active"
+    head = f"{n['name']}: {count(n['cores'], 'core')}, {n['memory_mb'] / 1024:.1f} GB for workers, {n['active_jobs']} active"
     if plan is None:
         return head + " · no plan yet"
     return f"{head} · plan #{plan['plan_id']} by {plan['policy']}, {plan['cores_used']} of {n['cores']} cores used"

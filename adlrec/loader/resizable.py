@@ -583,7 +583,7 @@ class ResizableLoader:
             batch = next(pool.it)  # type: ignore[arg-type]  # _started returns a started pool
         except StopIteration:
             exc = RuntimeError(
-                f"ResizableLoader: pool {pool.id} ({pool.workers} workers) ran out before batch {position}"
+                f"ResizableLoader: pool {pool.id} ({count(pool.workers, 'worker')}) ran out before batch {position}"
             )
             self._fail(generation, position, exc)
             raise exc from None

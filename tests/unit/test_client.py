@@ -21,3 +21,13 @@ def test_a_token_that_cannot_be_sent_is_refused_when_the_client_is_built(token):
 def test_a_token_s_surrounding_whitespace_is_dropped_and_printable_ascii_is_kept():
     with ServiceClient("http://127.0.0.1:9", token=" a-b_c.d~e+f/g=h i\n") as client:
         assert client._http.headers["authorization"] == "Bearer a-b_c.d~e+f/g=h i"
+
+
+def test_what_the_job_keeps_while_the_service_is_away_counts_workers_in_words():
+    from adlrec.client import Assignment, _keeping
+
+    assert _keeping(None) == "no plan yet"
+    assert _keeping(Assignment(1, 7, "active", False)) == "keeping 1 worker (plan 7)"
+    assert _keeping(Assignment(0, None, "active", False)) == (
+        "keeping 0 workers (the service has not planned this job yet)"
+    )
