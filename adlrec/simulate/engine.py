@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.simulate.contention import cpu_share, effective_throughput, saturation_workers
 from adlrec.simulate.records import JobResult, Node, SimConfig, SimResult, TraceJob
+from adlrec.words import count
 
 __all__ = ["MAX_INTERVALS", "SimulationError", "check_trace", "simulate"]
 
@@ -174,7 +175,7 @@ def check_trace(trace: Sequence[TraceJob], node: Node, config: SimConfig, max_in
     opens an MLflow store, so such a trace stores nothing."""
     for j in trace:
         if j.gpus > node.gpus:
-            raise SimulationError(f"job {j.job_id!r} asks for {j.gpus} GPUs; the node has {node.gpus}")
+            raise SimulationError(f"job {j.job_id!r} asks for {count(j.gpus, 'GPU')}; the node has {node.gpus}")
     if len({j.job_id for j in trace}) != len(trace):
         raise SimulationError("job ids in a trace must be unique")
     _check_length(trace, config, max_intervals)

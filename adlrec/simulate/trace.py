@@ -22,6 +22,7 @@ from adlrec.schemas import MAX_WORKERS, Profile
 from adlrec.simulate.curves import RankModel, job_curve, pipeline_params
 from adlrec.simulate.published import PublishedRank, load_published, published_files
 from adlrec.simulate.records import Node, TraceJob
+from adlrec.words import count
 
 __all__ = [
     "OPTIONAL_COLUMNS",
@@ -245,7 +246,7 @@ def build_jobs(
             raise UsageError(f"{source} line {r.line}, column profile: no profile named {r.profile!r} ({hint})")
         if r.gpus > node.gpus:
             raise UsageError(
-                f"{source} line {r.line}, column gpus: the node has {node.gpus} GPUs, the job asks {r.gpus}"
+                f"{source} line {r.line}, column gpus: the node has {count(node.gpus, 'GPU')}, the job asks {r.gpus}"
             )
         try:
             params = rank_model(profile)

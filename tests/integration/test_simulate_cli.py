@@ -57,7 +57,7 @@ def test_malformed_trace_exits_2_with_one_line(tmp_path, profiles, capsys):
     [
         (["--policy", "even,best"], "unknown policy best"),
         (["--profiles", "nowhere"], "profiles folder nowhere not found"),
-        (["--gpus", "1"], "the node has 1 GPUs"),
+        (["--gpus", "1"], "the node has 1 GPU,"),
         (["--gpus", "2", "--cores", "1"], "--cores 1 is fewer than --gpus 2"),
     ],
 )
