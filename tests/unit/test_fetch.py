@@ -3,6 +3,12 @@ import pytest
 from adlrec.profile.fetch import FetchCost, measure_fetch, spread
 
 
+def twenty_files_of_10_kb(folder):
+    for i in range(20):
+        (folder / f"{i}.bin").write_bytes(b"x" * 10_000)
+    return [folder / f"{i}.bin" for i in range(20)]
+
+
 def test_spread_keeps_order_and_reaches_the_end():
     items = list(range(10))
     assert spread(items, 20) == items
@@ -10,11 +16,7 @@ def test_spread_keeps_order_and_reaches_the_end():
 
 
 def test_fetch_reads_real_files_and_scales_to_samples(tmp_path):
-    files = []
-    for i in range(20):
-        p = tmp_path / f"{i}.bin"
-        p.write_bytes(b"x" * 10_000)
-        files.append(p)
+    files = twenty_files_of_10_kb(tmp_path)
     cost = measure_fetch(files, samples=40, max_files=8)
     assert cost.bytes_per_sample == 20 * 10_000 / 40
     assert cost.cold_s > 0 and cost.cached_s > 0
@@ -38,11 +40,7 @@ def test_fetch_with_a_directory_says_it_is_not_a_file(tmp_path):
 
 
 def test_read_times_scale_from_the_files_read_to_one_sample_of_the_whole_dataset(tmp_path):
-    files = []
-    for i in range(20):
-        p = tmp_path / f"{i}.bin"
-        p.write_bytes(b"x" * 10_000)
-        files.append(p)
+    files = twenty_files_of_10_kb(tmp_path)
     ticks = iter([0.0, 2.0, 2.0, 2.5])  # the cold read takes 2 s, the cached one 0.5 s
     cost = measure_fetch(files, samples=40, max_files=8, clock=lambda: next(ticks))
     # 8 of the 20 files read (80 kB of 200 kB): the dataset takes 2.5 times as long, over 40 samples
