@@ -299,6 +299,12 @@ class JobDemand:
         )
         if self.ranks < 1:
             raise ValueError(f"job {self.job_id!r}: ranks must be >= 1, got {self.ranks}")
+        for name in ("min_workers", "requested_workers"):  # totals over the ranks, each rank the same count
+            if getattr(self, name) % self.ranks:
+                raise ValueError(
+                    f"job {self.job_id!r}: {name} ({getattr(self, name)}) must be a multiple of ranks "
+                    f"({self.ranks}): it counts the workers of all its ranks, each rank the same"
+                )
         if not self.curve:
             raise ValueError(f"job {self.job_id!r}: curve must have at least the w=0 point")
         if any(not (t >= 0 and t < float("inf")) for t in self.curve):

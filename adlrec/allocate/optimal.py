@@ -45,7 +45,12 @@ MEMORY_CELLS = 2**23
 
 
 def max_memory_use(request: AllocationRequest) -> int:
-    """The most memory a plan within the core budget and per-job bounds could use (exact)."""
+    """The most memory a plan within the core budget and per-job bounds could use.
+
+    Exact for jobs of one rank; for a job of several it counts single workers as if it could take
+    them, so it may overstate (never understate) the most: the memory DP is then run when it was not
+    needed, never skipped when it was.
+    """
     jobs = request.jobs
     used = sum(j.min_workers * j.mem_per_worker_mb for j in jobs)
     free = request.worker_cores - sum(j.min_workers for j in jobs)

@@ -107,6 +107,14 @@ def test_a_demands_ranks_must_be_a_whole_number_from_1(ranks):
         JobDemand("j", (1.0, 2.0, 3.0), ranks=ranks)
 
 
+@pytest.mark.parametrize("field", ["min_workers", "requested_workers"])
+def test_a_demands_worker_totals_must_be_multiples_of_its_ranks(field):
+    # a total over 2 ranks of 3 would give one rank a worker more than the other
+    with pytest.raises(ValueError, match=rf"job 'j': {field} \(3\) must be a multiple of ranks \(2\)"):
+        JobDemand("j", lockstep_curve([1.0, 2.0, 3.0], 2), ranks=2, **{field: 3})
+    assert JobDemand("j", lockstep_curve([1.0, 2.0, 3.0], 2), ranks=2, **{field: 4}).ranks == 2
+
+
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_a_plans_reason_for_a_new_job_of_ranks_says_what_each_rank_gets(policy):
     curve = lockstep_curve([10.0, 50.0, 90.0, 95.0], 2)
