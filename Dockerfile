@@ -19,8 +19,6 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu "$TORCH"
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY adlrec ./adlrec
-COPY webapp ./webapp
-ENV ADLREC_SERVICE_WEBAPP_DIR=/app/webapp
 RUN pip install ".[postgres]" \
     && useradd --create-home --uid 10001 adlrec \
     && mkdir -p /data && chown adlrec /data

@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     # Log each job's heartbeats to an MLflow run of its own (experiment adlrec-live): every interval, one
     # point per metric, the mean of the heartbeats since the last one (and their number, `heartbeats`).
     service_live_runs: bool = True
-    # Folder of the web UI's static files, served at /ui/; empty: the webapp/ folder of this checkout.
+    # Folder of the web UI's static files, served at /ui/; empty: the adlrec/webapp/ files installed with the package.
     service_webapp_dir: Path | None = None
 
     @field_validator("service_token")
@@ -121,8 +121,8 @@ class Settings(BaseSettings):
 
     @property
     def resolved_webapp_dir(self) -> Path:
-        """The web UI's folder: ``service_webapp_dir``, else ``webapp/`` beside the package."""
-        return self.service_webapp_dir or Path(__file__).resolve().parents[1] / "webapp"
+        """The web UI's folder: ``service_webapp_dir``, else the package's own ``webapp/``."""
+        return self.service_webapp_dir or Path(__file__).resolve().parent / "webapp"
 
     @property
     def resolved_store_url(self) -> str:

@@ -1,4 +1,4 @@
-"""The web UI: the static files of ``webapp/`` served at ``/ui/``.  They read only the JSON API."""
+"""The web UI: the static files of ``adlrec/webapp/`` served at ``/ui/``.  They read only the JSON API."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ class _UIFiles(StaticFiles):
 def mount_ui(app: FastAPI, directory: Path) -> bool:
     """Serve ``directory`` at ``/ui/`` and send ``/`` there; returns whether the UI is served.
 
-    A missing folder (an installed wheel carries no ``webapp/``) leaves the API alone and says how to
-    point the service at the files.
+    A missing folder (``ADLREC_SERVICE_WEBAPP_DIR`` naming the wrong one) leaves the API alone and says
+    how to point the service at the files.
     """
     if not (directory / "index.html").is_file():
         log.warning("web UI not served: %s has no index.html; set ADLREC_SERVICE_WEBAPP_DIR", directory)

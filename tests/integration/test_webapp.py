@@ -132,6 +132,49 @@ def test_root_sends_to_the_ui_and_the_ui_is_served(service):
     assert "/ui" not in str(http.get("/openapi.json").json()["paths"])  # the API documents only the API
 
 
+def test_the_wheel_carries_the_web_ui_and_the_service_finds_it_there(tmp_path):
+    # a service installed from a wheel (not run from a checkout) serves the UI with no setting
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).parents[2]
+    src = tmp_path / "src"  # a copy: building in the checkout would leave build/ there
+    shutil.copytree(root / "adlrec", src / "adlrec", ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy(root / f, src / f)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("adlrec-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        assert {f"adlrec/webapp/{f.name}" for f in (root / "adlrec" / "webapp").iterdir()} <= names
+        z.extractall(tmp_path / "site")
+    found = subprocess.run(
+        [sys.executable, "-c", "from adlrec.config import Settings; print(Settings().resolved_webapp_dir)"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+        cwd=tmp_path,  # not the checkout, whose adlrec/ would come first
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert Path(found) == tmp_path / "site" / "adlrec" / "webapp" and (Path(found) / "index.html").is_file()
+
+
 def test_without_webapp_folder_the_api_still_serves(tmp_path, caplog):
     settings = service_settings(tmp_path, service_webapp_dir=tmp_path / "nowhere")
     with caplog.at_level("WARNING"), LiveServer(create_app(settings)) as srv:
@@ -319,7 +362,7 @@ def test_a_changed_ui_file_is_read_again_not_taken_from_the_browser_cache(tmp_pa
     # an upgraded service with last month's app.js still in the browser: without Cache-Control the browser may
     # reuse a file whose Last-Modified is old for a tenth of its age (days), against the new service's API
     webapp = tmp_path / "webapp"
-    shutil.copytree(Path(__file__).parents[2] / "webapp", webapp)
+    shutil.copytree(Path(__file__).parents[2] / "adlrec" / "webapp", webapp)
     month_ago = time.time() - 30 * 86400
     for f in webapp.iterdir():
         os.utime(f, (month_ago, month_ago))
