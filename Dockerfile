@@ -17,8 +17,9 @@ ARG TORCH=torch
 RUN pip install --index-url https://download.pytorch.org/whl/cpu "$TORCH"
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY adlrec ./adlrec
+COPY webapp ./webapp
 RUN pip install ".[postgres]" \
     && useradd --create-home --uid 10001 adlrec \
     && mkdir -p /data && chown adlrec /data

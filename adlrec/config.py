@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     # Log each job's heartbeats to an MLflow run of its own (experiment adlrec-live): every interval, one
     # point per metric, the mean of the heartbeats since the last one (and their number, `heartbeats`).
     service_live_runs: bool = True
-    # Folder of the web UI's static files, served at /ui/; empty: the adlrec/webapp/ files installed with the package.
+    # Folder of the web UI's static files, served at /ui/; empty: the copy a wheel installs, else the checkout's webapp/.
     service_webapp_dir: Path | None = None
 
     @field_validator("service_token")
@@ -121,8 +121,13 @@ class Settings(BaseSettings):
 
     @property
     def resolved_webapp_dir(self) -> Path:
-        """The web UI's folder: ``service_webapp_dir``, else the package's own ``webapp/``."""
-        return self.service_webapp_dir or Path(__file__).resolve().parent / "webapp"
+        """The web UI's folder: ``service_webapp_dir``, else the copy a wheel installs in the package
+        (setup.py puts it there), else ``webapp/`` of the checkout the package runs from."""
+        if self.service_webapp_dir:
+            return self.service_webapp_dir
+        package = Path(__file__).resolve().parent
+        installed = package / "webapp"
+        return installed if installed.is_dir() else package.parent / "webapp"
 
     @property
     def resolved_store_url(self) -> str:

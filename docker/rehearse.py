@@ -13,7 +13,7 @@ without an engine can:
 3. sets the image's ``ENV`` (its ``/data`` volume and ``WORKDIR`` mapped to temp folders, its port
    to a free one) and a fresh token, as ``docker run -e ADLREC_SERVICE_TOKEN=...`` does;
 4. starts its ``CMD`` and runs its ``HEALTHCHECK`` command until it passes (within the start period);
-5. checks that the token guards a write (401 without it, 200 with it).
+5. checks that the token guards a write (401 without it, 200 with it) and that the web UI is served.
 
 Prints each step; exits 0 when all passed.  What it cannot check: the base image, the ``useradd``
 and ``chown`` parts of ``RUN`` (they need the image's root filesystem; printed as skipped), and the
@@ -166,6 +166,13 @@ def main() -> int:
                 codes.append(e.code)
         ok = codes == [401, 200]
         step(f"PUT /nodes without the token: {codes[0]}, with it: {codes[1]} ({'as expected' if ok else 'WRONG'})")
+        try:  # the web UI, from the copy the wheel installed (the image sets no ADLREC_SERVICE_WEBAPP_DIR)
+            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/ui/", timeout=5)
+            ui = page.status == 200 and b"<title>adlrec" in page.read()
+        except urllib.error.HTTPError:
+            ui = False
+        step(f"GET /ui/: {'the web UI' if ui else 'NO web UI'}")
+        ok = ok and ui
         step("rehearsal passed" if ok else "rehearsal FAILED")
         return 0 if ok else 1
     finally:

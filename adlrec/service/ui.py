@@ -1,4 +1,4 @@
-"""The web UI: the static files of ``adlrec/webapp/`` served at ``/ui/``.  They read only the JSON API."""
+"""The web UI: the static files of ``webapp/`` served at ``/ui/``.  They read only the JSON API."""
 
 from __future__ import annotations
 

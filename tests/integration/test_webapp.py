@@ -140,8 +140,9 @@ def test_the_wheel_carries_the_web_ui_and_the_service_finds_it_there(tmp_path):
 
     root = Path(__file__).parents[2]
     src = tmp_path / "src"  # a copy: building in the checkout would leave build/ there
-    shutil.copytree(root / "adlrec", src / "adlrec", ignore=shutil.ignore_patterns("__pycache__"))
-    for f in ("pyproject.toml", "README.md"):
+    for d in ("adlrec", "webapp"):
+        shutil.copytree(root / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(root / f, src / f)
     subprocess.run(
         [
@@ -162,7 +163,7 @@ def test_the_wheel_carries_the_web_ui_and_the_service_finds_it_there(tmp_path):
     (wheel,) = tmp_path.glob("adlrec-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        assert {f"adlrec/webapp/{f.name}" for f in (root / "adlrec" / "webapp").iterdir()} <= names
+        assert {f"adlrec/webapp/{f.name}" for f in (root / "webapp").iterdir()} <= names
         z.extractall(tmp_path / "site")
     found = subprocess.run(
         [sys.executable, "-c", "from adlrec.config import Settings; print(Settings().resolved_webapp_dir)"],
@@ -362,7 +363,7 @@ def test_a_changed_ui_file_is_read_again_not_taken_from_the_browser_cache(tmp_pa
     # an upgraded service with last month's app.js still in the browser: without Cache-Control the browser may
     # reuse a file whose Last-Modified is old for a tenth of its age (days), against the new service's API
     webapp = tmp_path / "webapp"
-    shutil.copytree(Path(__file__).parents[2] / "adlrec" / "webapp", webapp)
+    shutil.copytree(Path(__file__).parents[2] / "webapp", webapp)
     month_ago = time.time() - 30 * 86400
     for f in webapp.iterdir():
         os.utime(f, (month_ago, month_ago))
