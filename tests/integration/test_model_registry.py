@@ -54,6 +54,29 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     assert "evaluation.csv" in {a.path for a in registry.client.list_artifacts(outcome.run_id)}
 
 
+def test_a_registered_model_pins_what_it_needs_to_load_elsewhere(registry, curves, tmp_path):
+    """`mlflow models serve` and a fresh environment install these: the pickled model needs adlrec itself."""
+    import adlrec
+
+    fit_and_register(curves, SPEC, registry, sources="test")
+    (requirements,) = (tmp_path / "artifacts").rglob("requirements.txt")
+    pins = dict(line.split("==") for line in requirements.read_text().split())
+    assert pins["adlrec"] == adlrec.__version__
+    assert {"scikit-learn", "numpy", "pandas", "cloudpickle"} <= set(pins)
+
+
+def test_the_registry_is_the_tracking_store_whatever_mlflow_registry_uri_says(tmp_path, monkeypatch, curves):
+    """A shell's MLFLOW_REGISTRY_URI (another server, Databricks' Unity Catalog) is not where `model list
+    --tracking-uri` looks: the version, its run and its alias stay in the one store."""
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    fit_and_register(curves, {"kind": "interp"}, ModelRegistry(uri, artifact_root=tmp_path / "a"), sources="test")
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI")
+    registry = ModelRegistry(uri)
+    assert [str(mv.version) for mv in registry.versions()] == ["1"] and registry.champion().version == "1"
+    assert not (tmp_path / "elsewhere.db").exists()
+
+
 def test_loading_by_alias_predicts_what_the_fitted_model_predicts(registry, curves):
     fit_and_register(curves, SPEC, registry, sources="test")
     pyfunc, version = registry.load()
@@ -71,6 +94,8 @@ def test_a_worse_model_is_registered_but_does_not_take_the_alias(registry, curve
     worse = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
     assert worse.version == "2" and not worse.promoted
     assert worse.champion_evaluation.median_ape == pytest.approx(first.evaluation.median_ape)
+    logged = registry.client.get_run(worse.run_id).data.metrics  # the run says what it was judged against
+    assert logged["champion_cv_median_ape"] == pytest.approx(first.evaluation.median_ape)
     assert worse.evaluation.median_ape > worse.champion_evaluation.median_ape
     assert registry.champion().version == "1"
     better = fit_and_register(curves, SPEC | {"n_estimators": 200}, registry, sources="test")
@@ -89,6 +114,13 @@ def test_bad_probe_input_gets_a_clear_error(registry, curves):
 
 def test_no_registered_model_loads_as_none(registry):
     assert registry.load() is None and registry.champion() is None and registry.versions() == []
+
+
+def test_versions_are_listed_in_number_order_past_nine(registry, tmp_path):
+    registry.client.create_registered_model(MODEL_NAME)
+    for _ in range(11):
+        registry.client.create_model_version(MODEL_NAME, source=str(tmp_path))
+    assert [str(mv.version) for mv in registry.versions()] == [str(v) for v in range(1, 12)]
 
 
 def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
@@ -250,7 +282,10 @@ def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replac
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"adlrec: error: {MODEL_NAME} v1 (@champion) in {uri} cannot be loaded: ")
-    assert err.endswith("`adlrec model fit` registers a new version and moves @champion to it\n")
+    assert err.endswith(
+        "; its artifacts may have been deleted or moved: `adlrec model fit` registers a new version and moves "
+        "@champion to it\n"
+    )
 
     again = fit_and_register(curves, SPEC, registry, sources="test")  # ties v1's score, and replaces it
     assert again.promoted and again.champion_broken == "whose model can no longer be loaded"
@@ -395,6 +430,25 @@ def test_fits_started_together_on_a_new_store_all_register(tmp_path):
     done = [(p.wait(timeout=240), p.stderr.read()) for p in fits]
     assert [rc for rc, _ in done] == [0, 0, 0, 0], [err[-600:] for _, err in done]
     assert sorted(int(mv.version) for mv in ModelRegistry(uri).versions()) == [1, 2, 3, 4]
+
+
+def test_an_experiment_another_command_creates_between_lookup_and_create_is_used(tmp_path):
+    """The race of the test above, made certain: this command finds no experiment, another creates it, this
+    one's create fails ("already exists"); it takes the other's."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'r.db'}"
+
+    class LateClient(MlflowClient):  # the real store; another command creates the experiment after the lookup
+        def get_experiment_by_name(self, name):
+            found = super().get_experiment_by_name(name)
+            if found is None and not hasattr(self, "other"):
+                self.other = Tracker(uri, name).experiment_id()
+            return found
+
+    tracker = Tracker(uri, "adlrec-models")
+    tracker.client = LateClient(tracking_uri=uri, registry_uri=uri)
+    assert tracker.experiment_id() == tracker.client.other
 
 
 def test_a_fit_judges_the_champion_another_fit_set_while_it_registered(tmp_path):

@@ -150,6 +150,7 @@ def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp
     """The artifact folder's parent is a file: the run is created, then its artifacts cannot be written."""
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the artifact folder should be")
+    from adlrec.tracking import COMPLETE_TAG
     from adlrec.tracking import Tracker as T
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -176,6 +177,7 @@ def test_a_run_that_fails_while_logging_is_marked_failed_and_never_read_back(tmp
     assert "\n" not in err
     runs = tracker.runs(include_incomplete=True)
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
+    assert COMPLETE_TAG not in runs[0].data.tags  # the tag is the last thing written: it says all the rest is there
     assert tracker.runs() == [] and tracker.profiles() == []
 
 

@@ -207,3 +207,38 @@ def test_a_parameter_longer_than_mlflow_keeps_is_logged_cut_with_a_warning_and_k
     assert tracker.client.get_run(run_id).data.params["param.notes"] == "n" * 6000
     (run,) = tracker.profiles()
     assert run.profile.params["notes"] == notes  # profile.json keeps it whole
+
+
+def test_a_sweep_of_more_metrics_than_one_batch_holds_is_logged_whole(tmp_path):
+    """A sweep to 99 workers is 1100 stepped metrics; MLflow takes at most 1000 in one batch."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    run_id = tracker.log_profile(make_profile(throughputs=tuple(10.0 + w for w in range(100))))
+    for key in ("throughput", "main_rss_mb"):  # the first and the last metric of each point
+        assert sorted(m.step for m in tracker.client.get_metric_history(run_id, key)) == list(range(100))
+    run = tracker.client.get_run(run_id)
+    assert (run.data.params["max_workers"], run.data.params["batch_size"]) == ("99", "8")
+    assert (run.data.metrics["best_workers"], run.data.metrics["best_throughput"]) == (99, 109.0)
+
+
+def test_an_experiment_deleted_in_the_store_is_a_usage_error_not_an_empty_one(tmp_path, capsys):
+    """MLflow keeps a deleted experiment's name: reading it as empty hid the user's profiles, in its trash."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "mine", artifact_root=tmp_path / "artifacts")
+    tracker.log_profile(make_profile())
+    tracker.client.delete_experiment(tracker.experiment_id())
+    assert main(["profiles", "list", "--tracking-uri", uri, "--experiment", "mine"]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: experiment 'mine' is deleted in {uri}; restore it or choose another with --experiment\n"
+    )
+
+
+def test_an_error_not_estimated_is_in_profile_json_only(tmp_path):
+    """MLflow would store an infinite metric as 1.8e308: a number no chart or comparison can use."""
+    from dataclasses import replace
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    profile = make_profile()
+    profile = replace(profile, baseline=replace(profile.baseline, ceiling_rse=float("inf")))
+    metrics = tracker.client.get_run(tracker.log_profile(profile)).data.metrics
+    assert "ceiling_rse" not in metrics and metrics["ceiling"] == 25.0
+    assert tracker.profiles()[0].profile.baseline.ceiling_rse == float("inf")

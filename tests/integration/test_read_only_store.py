@@ -3,6 +3,7 @@ program's SQLite database; a missing model.py is refused before any folder is ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from adlrec.cli import main
-from adlrec.tracking import MODEL_NAME, Tracker
+from adlrec.errors import UsageError
+from adlrec.tracking import MODEL_NAME, Tracker, check_sqlite_store
 from tests.factories import make_profile
 
 PROBE = ["--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
@@ -83,11 +85,20 @@ def test_reading_the_default_store_before_anything_is_logged_is_friendly_and_cre
     assert not (tmp_path / ".adlrec" / "mlflow.db").exists() and not (tmp_path / ".adlrec" / "artifacts").exists()
 
 
+def test_reading_an_experiment_the_store_lacks_creates_none(tmp_path, capsys):
+    """`profiles list --experiment` with a mistyped name is no profiles, and leaves no empty experiment behind."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts").log_profile(make_profile())
+    assert main(["profiles", "list", "--tracking-uri", uri, "--experiment", "adlrec-profile"]) == 0
+    assert capsys.readouterr().out == f"no complete profiles in experiment 'adlrec-profile' at {uri}\n"
+    assert Tracker(uri, "adlrec-profile").client.get_experiment_by_name("adlrec-profile") is None
+
+
 def _foreign_database(path: Path, journal: str) -> None:
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA journal_mode={journal}")
-        for table in ("notes", "tags", "accounts"):
-            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, text TEXT)")
+        for table in ("notes", "tags", "accounts"):  # AUTOINCREMENT: SQLite adds its own sqlite_sequence
+            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT)")
             db.execute(f"INSERT INTO {table} (text) VALUES ('kept')")
     db.close()
 
@@ -122,12 +133,41 @@ def test_another_programs_sqlite_database_is_refused_and_left_byte_for_byte(tmp_
 def test_an_empty_file_and_an_mlflow_store_still_open(tmp_path, capsys):
     empty = tmp_path / "empty.db"
     empty.touch()
-    assert main(["model", "list", "--tracking-uri", f"sqlite:///{empty}"]) == 0
-    assert "no versions" in capsys.readouterr().out
+    no_tables = tmp_path / "no-tables.db"  # a SQLite file with its header page and no table yet
+    with contextlib.closing(sqlite3.connect(no_tables)) as db:
+        db.execute("PRAGMA user_version = 1")
+        db.commit()
+    for path in (empty, no_tables):
+        assert main(["model", "list", "--tracking-uri", f"sqlite:///{path}"]) == 0
+        assert "no versions" in capsys.readouterr().out
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts").log_profile(make_profile())
     assert main(["profiles", "list", "--tracking-uri", uri]) == 0
     assert " w " in capsys.readouterr().out
+
+
+def test_another_programs_database_open_in_wal_mode_is_refused(tmp_path):
+    """While the program runs, its tables may all be in app.db-wal still: they are read through it."""
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA user_version = 1")  # app.db's first page, with no table in it
+        db.commit()
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+        db.commit()  # in app.db-wal until a checkpoint
+        with pytest.raises(UsageError, match=r"another program's SQLite database \(tables notes\)"):
+            check_sqlite_store(f"sqlite:///{path}")
+
+
+@pytest.mark.parametrize(("count", "shown"), [(5, "t0, t1, t2, t3, t4"), (7, "t0, t1, t2, t3, t4 and 2 more")])
+def test_another_programs_database_names_five_of_its_tables(tmp_path, count, shown):
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for i in range(count):
+            db.execute(f"CREATE TABLE t{i} (id INTEGER)")
+    with pytest.raises(UsageError) as caught:
+        check_sqlite_store(f"sqlite:///{path}", "--tracking-uri")
+    assert f"(tables {shown}); expected a new file" in str(caught.value)
 
 
 @pytest.mark.parametrize("command", [["predict"], ["predict", "--compare"], ["profile"], ["profile", "--no-log"]])

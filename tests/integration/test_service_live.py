@@ -166,3 +166,30 @@ def test_the_writer_holds_at_most_its_capacity_and_counts_what_it_drops(tmp_path
     dropped += live.close().dropped  # writes what it holds
     assert dropped == 1
     assert _history(uri, _runs(uri)["end-c"][0].info.run_id, "throughput") == [(1, 0.5)]
+
+
+def test_a_job_with_two_running_runs_is_indexed_by_its_newest(tmp_path):
+    """A crash between creating a job's run and indexing it leaves two running: samples go on into the newer."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = LiveRuns(uri, tmp_path / "art")
+    newer = runs.client.create_run(runs.experiment_id, start_time=2_000_000, tags={LIVE_JOB_TAG: "j"}).info.run_id
+    runs.client.create_run(runs.experiment_id, start_time=1_000_000, tags={LIVE_JOB_TAG: "j"})
+    assert LiveRuns(uri, tmp_path / "art").known() == {"j": newer}
+
+
+def test_an_ended_job_is_forgotten_and_a_job_of_its_id_gets_a_run_of_its_own(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = LiveRuns(uri, tmp_path / "art")
+    assert runs.log_job("j", []) == 0 and runs.known() == {}  # nothing to log: no run
+    at = 1_800_000_000.5
+    runs.log_job("j", [LiveSample("j", "n0", at, 3, {"throughput": 1.0})])
+    first = runs.known()["j"]
+    runs.end("j", "finished")
+    assert runs.known() == {}
+    runs.log_job("j", [LiveSample("j", "n1", at + 1, 0, {"throughput": 2.0})])  # registered again, on n1
+    second = runs.known()["j"]
+    assert second != first
+    assert [runs.client.get_run(r).info.status for r in (first, second)] == ["FINISHED", "RUNNING"]
+    assert runs.client.get_run(second).data.tags["adlrec.node"] == "n1"
+    (point,) = runs.client.get_metric_history(first, "throughput")
+    assert (point.timestamp, point.step, point.value) == (1_800_000_000_500, 3, 1.0)  # MLflow's milliseconds

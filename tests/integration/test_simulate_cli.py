@@ -270,3 +270,14 @@ def test_a_store_that_fails_while_the_run_is_logged_is_one_line_and_the_run_is_m
     tracker = Tracker(store["uri"], "adlrec-simulations")
     (run,) = tracker.runs(include_incomplete=True)
     assert run.info.status == "FAILED" and tracker.runs() == []
+
+
+def test_a_simulation_run_logs_finite_numbers_only_and_its_params_even_with_no_numbers(tmp_path):
+    """A comparison with nothing to compare against has NaN or infinite cells: they are no metrics of the run."""
+    from adlrec.tracking import Tracker, log_simulation
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-simulations", artifact_root=tmp_path / "artifacts")
+    row = {"policy": "even", "makespan_s": 10.0, "vs_base_pct": float("nan"), "speedup": float("inf"), "note": "x"}
+    for rows, metrics in (([row], {"even.makespan_s": 10.0}), ([], {})):
+        run = tracker.client.get_run(log_simulation(tracker, {"policies": "even"}, rows, "policy\n"))
+        assert (run.data.metrics, run.data.params, run.info.status) == (metrics, {"policies": "even"}, "FINISHED")

@@ -10,7 +10,7 @@ from mlflow.exceptions import MlflowException
 from adlrec.errors import TrackingError
 from adlrec.predict.evaluate import curves_from_profiles
 from adlrec.predict.fit import fit_and_register
-from adlrec.tracking import ModelRegistry, Tracker, _failed_run_on_error
+from adlrec.tracking import COMPLETE_TAG, ModelRegistry, Tracker, _failed_run_on_error
 from tests.factories import synthetic_profiles
 
 
@@ -69,3 +69,19 @@ def test_a_model_that_cannot_be_stored_registers_no_version_and_its_run_is_marke
     assert registry.versions() == []
     (run,) = registry.client.search_runs([registry.models.experiment_id()])
     assert run.info.status == "FAILED"
+
+
+@pytest.mark.parametrize(
+    ("tagged", "status"),
+    [(False, "FINISHED"), (True, "FAILED"), (True, "KILLED")],
+    ids=["finished without the complete tag", "complete tag then failed", "complete tag then killed"],
+)
+def test_only_a_run_both_tagged_complete_and_finished_is_read_back(tracker, tagged, status):
+    """A run that ended FINISHED without the tag (another tool's, in the same experiment), or was marked FAILED
+    after its tag was logged (its set_terminated(FINISHED) failed), is not a profile."""
+    run_id = _run(tracker)
+    if tagged:
+        tracker.client.set_tag(run_id, COMPLETE_TAG, "true")
+    tracker.client.set_terminated(run_id, status)
+    assert tracker.runs() == [] and tracker.profiles() == []
+    assert [r.info.run_id for r in tracker.runs(include_incomplete=True)] == [run_id]

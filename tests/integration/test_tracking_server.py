@@ -18,7 +18,7 @@ import pytest
 
 from adlrec.cli import main
 from adlrec.errors import TrackingError
-from adlrec.tracking import MODEL_NAME, Tracker, check_server
+from adlrec.tracking import _READ_LIMITS, MODEL_NAME, Tracker, _read_error, check_server, prompt_reads
 from tests.factories import make_profile
 from tests.integration.test_profile_cli import cli
 
@@ -48,19 +48,23 @@ def test_commands_say_at_once_that_the_server_does_not_answer(tmp_path, tiny_job
 
 
 class _Refuses(http.server.BaseHTTPRequestHandler):
+    status = 403
+
     def do_GET(self):  # noqa: N802 (the handler's name)
-        self.send_response(403)
+        self.send_response(self.status)
         self.end_headers()
 
     def log_message(self, *args):
         pass
 
 
-def test_any_http_answer_is_a_server_that_is_there_and_other_uris_are_not_checked(tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
+# a 403: a proxy's login; a 503: a proxy whose server is down (one MLflow's client would retry)
+@pytest.mark.parametrize("status", [403, 503])
+def test_any_http_answer_is_a_server_that_is_there_and_other_uris_are_not_checked(tmp_path, status):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("_Answers", (_Refuses,), {"status": status}))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        check_server(f"http://127.0.0.1:{server.server_address[1]}/")  # a 403 (a proxy's login): it is there
+        check_server(f"http://127.0.0.1:{server.server_address[1]}/")
     finally:
         server.shutdown()
         server.server_close()
@@ -165,6 +169,41 @@ def test_a_read_keeps_the_retries_the_user_set(tmp_path, unavailable):
     assert done.returncode == 1 and "(too many 503 error responses, after 0 retries)" in done.stderr, done.stderr
 
 
+def test_prompt_reads_limits_only_its_block_and_keeps_what_the_user_set(monkeypatch):
+    """A command that reads and then writes (profile, model fit) must write with MLflow's patient retries."""
+    for name in _READ_LIMITS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "300")
+    with prompt_reads():
+        assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == _READ_LIMITS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+        assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "300"
+    assert {name: os.environ.get(name) for name in _READ_LIMITS} == {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": None,
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": None,
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "300",
+    }
+
+
+def test_a_failed_request_outside_prompt_reads_counts_mlflows_own_retries(monkeypatch):
+    """A command that writes (profile, profiles import) keeps MLflow's default retries: the message says how many."""
+    import requests
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    try:  # as MLflow's client raises it: its own exception, from what requests raised
+        try:
+            raise requests.exceptions.ConnectionError("[Errno 111] Connection refused")
+        except requests.exceptions.ConnectionError as cause:
+            raise MlflowException(f"API request to http://h:5000/api failed with exception {cause}") from cause
+    except MlflowException as exc:
+        error = _read_error(exc, "http://h:5000", "--tracking-uri")
+    assert str(error).startswith(
+        "the MLflow server at http://h:5000 (set by --tracking-uri) does not serve requests "
+        f"(Connection refused, after {MLFLOW_HTTP_REQUEST_MAX_RETRIES.default} retries); "
+    )
+
+
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory) -> Iterator[str]:
     """A real `mlflow server` on a SQLite store, with its artifacts served."""
@@ -193,7 +232,11 @@ def mlflow_server(tmp_path_factory) -> Iterator[str]:
 
 def test_reading_a_real_server_lists_what_it_holds_and_no_model_is_none(tmp_path, mlflow_server, capsys):
     """A registry with no adlrec-throughput is "no versions" and no champion, not a server that fails."""
-    Tracker(mlflow_server, "adlrec-profiles").log_profile(make_profile())
+    local = tmp_path / "artifacts"  # the CLI's artifact root: for a local store only, the server keeps its own
+    tracker = Tracker(mlflow_server, "adlrec-profiles", artifact_root=local)
+    tracker.log_profile(make_profile())
+    assert tracker.client.get_experiment_by_name("adlrec-profiles").artifact_location.startswith("mlflow-artifacts:")
+    assert not local.exists()
     assert main(["profiles", "list", "--tracking-uri", mlflow_server]) == 0
     assert " w " in capsys.readouterr().out
     assert main(["model", "list", "--tracking-uri", mlflow_server]) == 0
