@@ -156,3 +156,29 @@ def test_another_programs_json_is_one_line_not_a_traceback(capsys, monkeypatch, 
     assert out.out == ""
     assert out.err.count("\n") == 1
     assert out.err.startswith(f"adlrec: error: {url} answered GET /nodes with JSON that is not an adlrec service's")
+
+
+def test_only_active_jobs_are_shown_and_node_keeps_to_that_nodes_jobs_and_plan(tmp_path, capsys):
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, httpx.Client(base_url=srv.url) as http:
+        for job_id, node in (("a1", "n1"), ("ended", "n1"), ("b1", "n2")):
+            body = {"job_id": job_id, "node": node, "curve": RISING}
+            assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+        assert http.post("/jobs/ended/finish", headers=AUTH).status_code == 200
+        assert http.post("/plans/recompute", headers=AUTH).status_code == 200
+        assert main(["status", "--url", srv.url, "--json"]) == 0
+        every = json.loads(capsys.readouterr().out)
+        assert main(["status", "--url", srv.url, "--json", "--node", "n1"]) == 0
+        one = json.loads(capsys.readouterr().out)
+    assert [j["job_id"] for j in every["jobs"]] == ["a1", "b1"]
+    assert sorted(p["node"] for p in every["plans"]) == ["n1", "n2"]
+    assert [j["job_id"] for j in one["jobs"]] == ["a1"]
+    assert [n["name"] for n in one["nodes"]] == ["n1"] and [p["node"] for p in one["plans"]] == ["n1"]
+
+
+def test_an_address_from_the_environment_that_is_not_a_url_names_the_variable(capsys, monkeypatch):
+    monkeypatch.setenv("ADLREC_SERVICE_URL", "ftp://x")
+    assert main(["status"]) == 2
+    assert capsys.readouterr().err == (
+        "adlrec: error: ADLREC_SERVICE_URL (--url not given) must be the service's http(s) address, e.g. "
+        "http://127.0.0.1:8470, got 'ftp://x'\n"
+    )
