@@ -161,7 +161,7 @@ def test_export_into_a_folder_holding_other_json_skips_it_and_what_the_store_can
         "(samples/s), got 0.0",
         f"adlrec: warning: skipped {notes}: not a profile: the key 'device' is missing",
     ]
-    assert "exported 1 profiles" in captured.out
+    assert "exported 1 profile to" in captured.out
     assert load_profiles(out, skipped=[]) == [good]
     assert "| w-emulate5-" in (out / "README.md").read_text()
     assert notes.read_text() == '{"name": "my notes"}'

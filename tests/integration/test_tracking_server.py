@@ -229,4 +229,4 @@ def test_reading_a_real_server_lists_what_it_holds_and_no_model_is_none(tmp_path
     assert main(["model", "list", "--tracking-uri", mlflow_server]) == 0
     assert capsys.readouterr().out == f"no versions of {MODEL_NAME} in {mlflow_server}\n"
     assert main(["profiles", "export", "--tracking-uri", mlflow_server, "--out", str(tmp_path / "out")]) == 0
-    assert "exported 1 profiles" in capsys.readouterr().out
+    assert "exported 1 profile to" in capsys.readouterr().out
