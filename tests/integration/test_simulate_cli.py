@@ -335,6 +335,17 @@ def test_trace_generate_draws_cpu_profiles_only_with_include_cpu(tmp_path, profi
     assert any(line.split(",")[3] == "cpu" for line in (tmp_path / "t.csv").read_text().splitlines()[5:])
 
 
+def test_trace_generate_from_no_accelerator_profile_is_one_line(tmp_path, capsys):
+    folder = tmp_path / "cpu-only"
+    folder.mkdir()
+    (folder / "cpu.json").write_text(json.dumps(make_profile(device=DeviceSpec("cpu")).to_dict()))
+    assert main(["trace", "generate", "--profiles", str(folder), "--out", str(tmp_path / "t.csv")]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: cannot generate a trace from {folder}: no profiles to draw from (accelerator profiles only)\n"
+    )
+    assert not (tmp_path / "t.csv").exists()
+
+
 @pytest.mark.parametrize("command", ["trace generate", "simulate"])
 def test_a_profiles_folder_with_a_file_that_is_no_profile_is_one_line(trace, profiles, capsys, command):
     (profiles / "notes.json").write_text('{"name": "my notes"}')
