@@ -109,6 +109,16 @@ def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
     assert re.fullmatch(r'v2  \{"kind": "interp"\}  cv median APE \d+\.\d%', v2), v2
 
 
+def test_a_fit_that_beats_the_champion_says_which_version_it_replaced(tmp_path, capsys):
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=4))], folder)
+    args = ["model", "fit", "--profiles", str(folder), "--tracking-uri", f"sqlite:///{tmp_path / 'b.db'}"]
+    assert main([*args, "--kind", "interp"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--hparam", "n_estimators=40"]) == 0  # learned beats interp here (see the test above)
+    assert f"registered {MODEL_NAME} v2 and moved @champion to it (was v1)\n" in capsys.readouterr().out
+
+
 def test_model_fit_cli_errors(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'e.db'}"
     assert main(["model", "fit", "--profiles", str(tmp_path / "none"), "--tracking-uri", uri]) == 2

@@ -57,9 +57,10 @@ def test_each_node_with_jobs_shows_its_plan_and_each_jobs_counts_and_the_idle_no
 
 def test_json_gives_the_nodes_plans_and_active_jobs_as_the_service_answers_them(service, capsys, monkeypatch):
     url, plan = service
-    monkeypatch.setenv("ADLREC_SERVICE_URL", url)  # the address the callbacks use too
+    monkeypatch.setenv("ADLREC_SERVICE_URL", url + "/")  # the address the callbacks use too
     assert main(["status", "--json", "--node", "gpu-01"]) == 0
     state = json.loads(capsys.readouterr().out)
+    assert state["url"] == url
     assert [n["name"] for n in state["nodes"]] == ["gpu-01"]
     assert [p["plan_id"] for p in state["plans"]] == [plan["plan_id"]]
     assert [(j["job_id"], j["ranks"]) for j in state["jobs"]] == [("ddp-run", 2), ("bert", 1)]
@@ -75,11 +76,12 @@ def test_json_gives_the_nodes_plans_and_active_jobs_as_the_service_answers_them(
             "--url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got 'ftp://x'",
         ),
         (["--url", "http://127.0.0.1:9"], 1, "no adlrec service answers at http://127.0.0.1:9 (ConnectError"),
+        (["--url", "{url}/v2"], 1, "the service at {url}/v2 answered GET /nodes with 404: Not Found"),
     ],
 )
 def test_a_mistake_or_an_absent_service_is_one_line(service, capsys, argv, code, says):
     url, _ = service
-    argv = ["--url", url, *argv] if "--url" not in argv else argv
+    argv = ["--url", url, *argv] if "--url" not in argv else [a.format(url=url) for a in argv]
     assert main(["status", *argv]) == code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("adlrec: error: ") and says.format(url=url) in err
