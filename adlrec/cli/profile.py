@@ -26,6 +26,7 @@ from adlrec.cli.common import (
     worker_count,
 )
 from adlrec.errors import UsageError
+from adlrec.words import count
 
 if TYPE_CHECKING:
     from adlrec.config import Settings
@@ -303,7 +304,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         print(f"adlrec: warning: skipped {line}", file=sys.stderr)
     for path in written:
         print(path)
-    print(f"exported {len(written) - 1} profiles to {args.out}/ (index: {args.out / 'README.md'})")
+    print(f"exported {count(len(written) - 1, 'profile')} to {args.out}/ (index: {args.out / 'README.md'})")
     return 0
 
 

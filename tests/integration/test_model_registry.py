@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from dataclasses import replace
 
@@ -135,8 +136,19 @@ def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "does not beat champion v1" in out and "@champion stays on v1" in out
     assert main(["model", "list", "--tracking-uri", uri]) == 0
-    listing = capsys.readouterr().out
-    assert "v1" in listing and "champion" in listing and "v2" in listing
+    v1, v2 = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r'v1  \{.*"kind": "learned".*\}  cv median APE \d+\.\d%  champion', v1), v1
+    assert re.fullmatch(r'v2  \{"kind": "interp"\}  cv median APE \d+\.\d%', v2), v2
+
+
+def test_a_fit_that_beats_the_champion_says_which_version_it_replaced(tmp_path, capsys):
+    folder = tmp_path / "profiles"
+    export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=4))], folder)
+    args = ["model", "fit", "--profiles", str(folder), "--tracking-uri", f"sqlite:///{tmp_path / 'b.db'}"]
+    assert main([*args, "--kind", "interp"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--hparam", "n_estimators=40"]) == 0  # learned beats interp here (see the test above)
+    assert f"registered {MODEL_NAME} v2 and moved @champion to it (was v1)\n" in capsys.readouterr().out
 
 
 def test_model_fit_cli_errors(tmp_path, capsys):
@@ -178,7 +190,10 @@ def test_predict_falls_back_to_analytic_then_uses_the_champion(tmp_path, tiny_jo
     )
     data = json.loads(captured.out)
     assert data["model"].startswith("analytic") and len(data["predicted"]) == 4
-    assert data["probe_budget_share"] <= 0.25 + 1e-9
+    assert data["probe_budget_share"] == pytest.approx(0.25)  # "at most a quarter of a full sweep's budget"
+    curve = data["predicted"]
+    assert (data["predicted_max"], data["predicted_best_workers"]) == (max(curve), curve.index(max(curve)))
+    assert data["workers_for_95pct"] == next(w for w, t in enumerate(curve) if t >= 0.95 * max(curve))
 
     fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), SPEC, registry, sources="test")
     capsys.readouterr()  # MLflow's own "registered" lines
@@ -376,7 +391,8 @@ def test_a_champion_adlrec_did_not_register_is_listed_and_replaced_by_the_next_f
     capsys.readouterr()
 
     assert main(["model", "list", "--tracking-uri", uri]) == 0
-    assert capsys.readouterr().out.startswith("v1  ")
+    spec = tag or "(no adlrec.spec: not registered by adlrec)"
+    assert capsys.readouterr().out == f"v1  {spec}  cv median APE ?  champion\n"
 
     folder = tmp_path / "profiles"
     export_profiles([ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=3))], folder)
@@ -491,6 +507,9 @@ def test_model_fit_leaves_stderr_to_adlrec(tmp_path, capsys):
         assert captured.err == "" and f"registered {MODEL_NAME} v{version}" in captured.out
 
 
+HPARAM_KEYS = "expected KEY=VALUE with KEY one of n_estimators, max_depth, learning_rate, subsample, seed"
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -498,6 +517,9 @@ def test_model_fit_leaves_stderr_to_adlrec(tmp_path, capsys):
         (["--kind", "interp", "--hparam", "max_depth=2"], "--hparam applies to --kind learned only"),
         (["--profiles", "missing"], "--profiles missing: no such folder; expected a folder of exported profiles"),
         (["--profiles", "a.json"], "--profiles a.json: a file, not a folder; expected a folder of exported profiles"),
+        (["--hparam", "kind=interp"], f"--hparam 'kind=interp': {HPARAM_KEYS}"),
+        (["--hparam", "max_depth"], f"--hparam 'max_depth': {HPARAM_KEYS}"),
+        (["--hparam", "max_depth=two"], "--hparam 'max_depth=two': 'two' is not a valid int"),
     ],
 )
 def test_a_mistyped_fit_flag_creates_no_store(tmp_path, monkeypatch, capsys, flags, message):
@@ -529,3 +551,22 @@ def test_fit_with_curves_of_one_workload_counts_them_in_words(tmp_path, capsys):
         f"adlrec: error: need curves of at least 2 workloads to cross-validate; found 1 curve of 1 workload in "
         f"{folder}/ and {uri}\n"
     )
+
+
+def test_fit_trains_on_the_profiles_folder_here_by_default_and_two_workloads_are_enough(tmp_path, capsys):
+    export_profiles(
+        [ProfileRun(f"{i:032d}", p) for i, p in enumerate(synthetic_profiles(workloads=2))], tmp_path / "profiles"
+    )
+    uri = f"sqlite:///{tmp_path / 'd.db'}"
+    assert main(["model", "fit", "--kind", "analytic", "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 0
+    assert f"registered {MODEL_NAME} v1 and moved @champion to it" in capsys.readouterr().out
+
+
+def test_predict_prints_the_model_it_used_and_the_predicted_best_and_fewest_reaching_95pct(tiny_job_path, capsys):
+    """The default store before anything was logged (the current folder's .adlrec): the analytic model."""
+    argv = ["predict", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "2"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-3] == "model: analytic model (no registered model)"
+    assert re.fullmatch(r"predicted max [\d,.]+ samples/s at \d workers?; \d workers? reach(es)? 95% of it", lines[-2])
+    assert re.fullmatch(r"probe: \d+\.\d s", lines[-1])

@@ -88,7 +88,8 @@ def test_json_output_is_machine_readable(tiny_job_path, store, capsys):
         == 0
     )
     data = json.loads(capsys.readouterr().out)
-    assert data["run_id"] is None
+    assert data["run_id"] is None and data["tracking_uri"] is None
+    assert data["budget_s"] == 0.4  # --budget reaches the sweep
     assert [p["workers"] for p in data["points"]] == [0, 1]
     assert data["device"]["emulated"] is True
     assert not Path(store["uri"].removeprefix("sqlite:///")).exists()  # --no-log touched no store
@@ -99,6 +100,8 @@ def test_param_overrides_reach_the_job(tiny_job_path, store, capsys):
     assert main(args + store_args(store)) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["params"]["samples"] == 32
+    (run,) = Tracker(store["uri"], "adlrec-profiles").runs()  # --json names the run it logged, and where
+    assert (data["run_id"], data["tracking_uri"]) == (run.info.run_id, store["uri"])
 
 
 BAD_JOBS = {
@@ -255,12 +258,40 @@ def test_profiles_kept_in_the_same_second_do_not_overwrite_each_other(tmp_path):
     assert [json.loads(p.read_text())["points"][1]["throughput"] for p in paths] == [2.0, 4.0]
 
 
+def test_a_profile_that_cannot_be_kept_in_a_file_is_printed(tmp_path, capsys):
+    from adlrec.cli.profile import _keep
+    from tests.factories import make_profile
+
+    (tmp_path / "afile").write_text("x")
+    profile = make_profile()
+    assert _keep(profile, tmp_path / "afile" / "unlogged") is None
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(profile.to_dict()))
+
+
+def test_a_log_stopped_with_ctrl_c_keeps_the_profile_and_is_still_an_interrupt(tmp_path, capsys):
+    from adlrec.cli.profile import log_or_keep
+    from adlrec.config import load_settings
+    from tests.factories import make_profile
+
+    class StoppedWhileLogging(Tracker):  # the real store; the user presses Ctrl-C while the run is logged
+        def log_profile(self, profile):
+            raise KeyboardInterrupt
+
+    tracker = StoppedWhileLogging(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", tmp_path / "artifacts")
+    with pytest.raises(KeyboardInterrupt):
+        log_or_keep(tracker, make_profile(), load_settings(data_dir=tmp_path))
+    (kept,) = (tmp_path / "unlogged").iterdir()
+    assert capsys.readouterr().err == (
+        f"adlrec: interrupted while logging; the profile is kept in {kept}: `adlrec profiles import {kept}` logs it\n"
+    )
+
+
 def test_predict_compare_logs_its_sweep_to_the_experiment_given(tiny_job_path, store, capsys):
     argv = ["predict", str(tiny_job_path), *FAST, "--max-workers", "1", "--compare", "--json", *store_args(store)]
     assert main([*argv, "--experiment", "mine"]) == 0
     capsys.readouterr()
     (run,) = Tracker(store["uri"], "mine").profiles()
-    assert run.profile.workload == "tiny"
+    assert run.profile.workload == "tiny" and run.profile.budget_s == 0.4  # --budget reaches the sweep
     assert Tracker(store["uri"], "adlrec-profiles").runs(include_incomplete=True) == []
 
 
@@ -315,6 +346,17 @@ def test_json_stays_parseable_when_the_job_prints(tmp_path, command):
         assert line in done.stderr
 
 
+def test_json_stays_parseable_when_the_job_prints_to_a_stdout_without_a_descriptor(tmp_path, capsys):
+    """main() called from Python whose sys.stdout is a stream of its own (a notebook's, pytest's capture)."""
+    job = tmp_path / "chatty.py"
+    job.write_text(CHATTY_JOB)
+    argv = ["profile", str(job), *FAST, "--max-workers", "0", "--json", "--no-log", "--data-dir", str(tmp_path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["workload"] == "chatty"
+    assert "importing the job" in captured.err and "building the dataset" in captured.err
+
+
 @pytest.mark.parametrize(
     ("samples", "expected"),
     [
@@ -333,6 +375,14 @@ def test_an_epoch_with_fewer_batches_than_workers_is_named_in_the_notes(
     (note,) = [n for n in data["notes"] if "epoch" in n]
     assert note.startswith(expected)
     assert "at most 1 of its workers busy" in note and "points above 1 worker show" in note
+
+
+def test_the_table_is_followed_by_the_notes_and_the_best_line(tiny_job_path, tmp_path, capsys):
+    args = ["profile", str(tiny_job_path), *FAST, "--param", "samples=3", "--no-log", "--data-dir", str(tmp_path)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("note: the dataset holds 3 samples, less than one batch of 8") for line in lines)
+    assert lines[-1].startswith("best: ") and " samples/s" in lines[-1]  # --no-log: no "logged run" after it
 
 
 def test_an_epoch_with_a_batch_per_worker_needs_no_note(tiny_job_path, tmp_path, capsys):

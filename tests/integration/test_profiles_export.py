@@ -161,7 +161,7 @@ def test_export_into_a_folder_holding_other_json_skips_it_and_what_the_store_can
         "(samples/s), got 0.0",
         f"adlrec: warning: skipped {notes}: not a profile: the key 'device' is missing",
     ]
-    assert "exported 1 profiles" in captured.out
+    assert "exported 1 profile to" in captured.out
     assert load_profiles(out, skipped=[]) == [good]
     assert "| w-emulate5-" in (out / "README.md").read_text()
     assert notes.read_text() == '{"name": "my notes"}'
@@ -242,3 +242,33 @@ def test_an_error_not_estimated_is_in_profile_json_only(tmp_path):
     metrics = tracker.client.get_run(tracker.log_profile(profile)).data.metrics
     assert "ceiling_rse" not in metrics and metrics["ceiling"] == 25.0
     assert tracker.profiles()[0].profile.baseline.ceiling_rse == float("inf")
+
+
+def test_list_says_an_empty_experiment_is_empty_and_gives_each_profiles_best_and_fewest_reaching_95pct(
+    tmp_path, capsys
+):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    tracker.experiment_id()
+    assert main(["profiles", "list", "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out == f"no complete profiles in experiment 'adlrec-profiles' at {uri}\n"
+    run_id = tracker.log_profile(make_profile(throughputs=(10.0, 19.5, 20.0)))  # 19.5 reaches 95% of 20
+    assert main(["profiles", "list", "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out == f"{run_id}  2026-12-02T00:00:00+00:00  w  emulate:5  best 2w 20.0/s, 95% at 1w\n"
+
+
+def test_import_logs_each_measurement_once_within_one_command(tmp_path, capsys):
+    """A file named twice is logged once; a measurement of the same job at another time is another profile."""
+    from dataclasses import replace
+
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    first.write_text(json.dumps(make_profile().to_dict()))
+    again.write_text(json.dumps(replace(make_profile(), created_at="2026-12-03T00:00:00+00:00").to_dict()))
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    store = ["--tracking-uri", uri, "--data-dir", str(tmp_path / "data")]
+    assert main(["profiles", "import", str(first), str(again), str(first), *store]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in lines[:3]] == [str(first), str(again), str(first)]
+    assert "logged as run" in lines[0] and "logged as run" in lines[1] and "already in the store as run" in lines[2]
+    assert lines[3].startswith("imported 2 of 3 profiles into experiment 'adlrec-profiles'")
+    assert len(Tracker(uri, "adlrec-profiles").profiles()) == 2

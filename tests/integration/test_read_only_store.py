@@ -265,6 +265,15 @@ def test_a_build_dataset_that_raises_leaves_nothing_new(tmp_path, monkeypatch, c
     assert not (tmp_path / ".adlrec").exists()
 
 
+def test_a_build_dataset_interrupted_with_ctrl_c_leaves_nothing_new(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    job = tmp_path / "model.py"
+    job.write_text(FAILING_BUILD % "KeyboardInterrupt")
+    assert main(["profile", str(job), "--no-log", *PROBE]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert _tree(tmp_path) == [Path("model.py")]
+
+
 def test_a_failed_build_keeps_what_the_datasets_folder_held_before(tmp_path, capsys):
     datasets = tmp_path / "data" / "datasets"
     (datasets / "images").mkdir(parents=True)  # another job's data, and a folder this job writes into too

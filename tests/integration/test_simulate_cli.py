@@ -59,6 +59,7 @@ def test_malformed_trace_exits_2_with_one_line(tmp_path, profiles, capsys):
         (["--profiles", "nowhere"], "profiles folder nowhere not found"),
         (["--gpus", "1"], "the node has 1 GPU,"),
         (["--gpus", "2", "--cores", "1"], "--cores 1 is fewer than --gpus 2"),
+        (["--policy", " , "], "unknown policy (none); choose from even, fixed, greedy, maxmin, optimal, proportional"),
     ],
 )
 def test_usage_mistakes_exit_2(trace, profiles, capsys, args, message):
@@ -110,6 +111,7 @@ def test_log_mlflow_records_one_run_with_metrics_per_policy(trace, profiles, sto
     (run,) = tracker.runs()
     assert run.data.params["policies"] == "even,optimal"
     assert len(run.data.params["trace_sha256"]) == 16 and run.data.params["node.cores"] == "8"
+    assert run.data.params["node.memory_mb"] == str(256 * 1024)  # --memory-gb's default, in MiB
     assert run.data.params["trace"] == str(trace.resolve()) and run.data.params["profiles"] == str(profiles.resolve())
     assert {"even.makespan_s", "optimal.makespan_s", "optimal.throughput_vs_base_pct"} <= set(run.data.metrics)
     assert [a.path for a in tracker.client.list_artifacts(run.info.run_id)] == ["comparison.csv"]
@@ -281,3 +283,88 @@ def test_a_simulation_run_logs_finite_numbers_only_and_its_params_even_with_no_n
     for rows, metrics in (([row], {"even.makespan_s": 10.0}), ([], {})):
         run = tracker.client.get_run(log_simulation(tracker, {"policies": "even"}, rows, "policy\n"))
         assert (run.data.metrics, run.data.params, run.info.status) == (metrics, {"policies": "even"}, "FINISHED")
+
+
+@pytest.mark.parametrize(
+    ("flags", "settings"),
+    [
+        (
+            [],
+            "node 32 cores, 8 GPUs, 256 GB for workers; objective busy_gpus, interval 60 s, resize 0.5 s, "
+            "threshold 0.05, contention all, main-cpu 1, ranks independent",
+        ),
+        (
+            "--cores 2 --gpus 2 --memory-gb 1.5 --interval 30 --resize-s 0 --threshold 0.2 --objective throughput "
+            "--contention busy --main-cpu 0.5 --ranks lockstep".split(),
+            "node 2 cores, 2 GPUs, 1.5 GB for workers; objective throughput, interval 30 s, resize 0 s, threshold 0.2, "
+            "contention busy, main-cpu 0.5, ranks lockstep",
+        ),
+    ],
+    ids=["defaults", "each-flag"],
+)
+def test_the_header_says_the_node_and_settings_of_the_replay(trace, profiles, capsys, flags, settings):
+    """The defaults are those --help gives; a node of as many cores as GPUs is one it can replay on."""
+    assert main(["simulate", str(trace), "--profiles", str(profiles), "--policy", "even", *flags]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith(f"trace {trace} (8 jobs, sha256 ") and header.endswith(f"); {settings}")
+
+
+def test_log_mlflow_logs_to_the_experiment_given(trace, profiles, store, capsys):
+    from adlrec.tracking import Tracker
+
+    args = ["simulate", str(trace), "--profiles", str(profiles), *NODE, "--policy", "even", "--log-mlflow"]
+    assert main([*args, "--experiment", "mine", "--tracking-uri", store["uri"], "--data-dir", store["data_dir"]]) == 0
+    assert "to experiment 'mine'" in capsys.readouterr().out
+    assert len(Tracker(store["uri"], "mine").runs()) == 1 and Tracker(store["uri"], "adlrec-simulations").runs() == []
+
+
+def test_trace_generate_defaults_are_what_help_says(tmp_path, profiles, capsys):
+    """No flags draw the trace that --help's defaults spelt out draw; --out's folders are made."""
+    implicit, explicit = tmp_path / "new" / "a.csv", tmp_path / "b.csv"
+    assert main(["trace", "generate", "--out", str(implicit), "--profiles", str(profiles)]) == 0
+    defaults = ["--jobs", "40", "--seed", "1", "--cores", "32", "--gpus", "8", "--load", "1", "--num-workers", "8"]
+    defaults += ["--min-minutes", "10", "--max-minutes", "120", "--curves", "measured"]
+    assert main(["trace", "generate", "--out", str(explicit), "--profiles", str(profiles), *defaults]) == 0
+    lines = implicit.read_text().splitlines()
+    assert (
+        lines[1] == "# 40 jobs, seed 1, offered GPU load 1 on 8 GPUs, 10-120 min at full speed, num_workers=8 per rank"
+    )
+    assert lines[1:] == explicit.read_text().splitlines()[1:]  # the first names the command
+    for other in (["--seed", "2"], ["--cores", "1"]):  # a job's length in samples is its curve's on the node
+        assert main(["trace", "generate", "--out", str(explicit), "--force", "--profiles", str(profiles), *other]) == 0
+        assert explicit.read_text().splitlines()[5:] != lines[5:], other
+    capsys.readouterr()
+
+
+def test_trace_generate_draws_cpu_profiles_only_with_include_cpu(tmp_path, profiles, capsys):
+    (profiles / "cpu.json").write_text(json.dumps(make_profile(device=DeviceSpec("cpu"), workload="oncpu").to_dict()))
+    base = ["trace", "generate", "--profiles", str(profiles), *NODE, "--force", "--out", str(tmp_path / "t.csv")]
+    assert main(base) == 0
+    assert "(profiles: fast, slow)" in capsys.readouterr().out
+    assert main([*base, "--include-cpu", "--jobs", "200"]) == 0
+    assert "(profiles: cpu, fast, slow)" in capsys.readouterr().out
+    assert any(line.split(",")[3] == "cpu" for line in (tmp_path / "t.csv").read_text().splitlines()[5:])
+
+
+def test_trace_generate_from_no_accelerator_profile_is_one_line(tmp_path, capsys):
+    folder = tmp_path / "cpu-only"
+    folder.mkdir()
+    (folder / "cpu.json").write_text(json.dumps(make_profile(device=DeviceSpec("cpu")).to_dict()))
+    assert main(["trace", "generate", "--profiles", str(folder), "--out", str(tmp_path / "t.csv")]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: cannot generate a trace from {folder}: no profiles to draw from (accelerator profiles only)\n"
+    )
+    assert not (tmp_path / "t.csv").exists()
+
+
+@pytest.mark.parametrize("command", ["trace generate", "simulate"])
+def test_a_profiles_folder_with_a_file_that_is_no_profile_is_one_line(trace, profiles, capsys, command):
+    (profiles / "notes.json").write_text('{"name": "my notes"}')
+    new = trace.parent / "new.csv"
+    argv = {"trace generate": ["trace", "generate", "--out", str(new)], "simulate": ["simulate", str(trace)]}[command]
+    assert main([*argv, "--profiles", str(profiles), *NODE]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: profiles folder {profiles}: {profiles / 'notes.json'}: not a profile: the key 'device' is "
+        "missing\n"
+    )
+    assert not new.exists()

@@ -57,9 +57,10 @@ def test_each_node_with_jobs_shows_its_plan_and_each_jobs_counts_and_the_idle_no
 
 def test_json_gives_the_nodes_plans_and_active_jobs_as_the_service_answers_them(service, capsys, monkeypatch):
     url, plan = service
-    monkeypatch.setenv("ADLREC_SERVICE_URL", url)  # the address the callbacks use too
+    monkeypatch.setenv("ADLREC_SERVICE_URL", url + "/")  # the address the callbacks use too
     assert main(["status", "--json", "--node", "gpu-01"]) == 0
     state = json.loads(capsys.readouterr().out)
+    assert state["url"] == url
     assert [n["name"] for n in state["nodes"]] == ["gpu-01"]
     assert [p["plan_id"] for p in state["plans"]] == [plan["plan_id"]]
     assert [(j["job_id"], j["ranks"]) for j in state["jobs"]] == [("ddp-run", 2), ("bert", 1)]
@@ -75,11 +76,12 @@ def test_json_gives_the_nodes_plans_and_active_jobs_as_the_service_answers_them(
             "--url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got 'ftp://x'",
         ),
         (["--url", "http://127.0.0.1:9"], 1, "no adlrec service answers at http://127.0.0.1:9 (ConnectError"),
+        (["--url", "{url}/v2"], 1, "the service at {url}/v2 answered GET /nodes with 404: Not Found"),
     ],
 )
 def test_a_mistake_or_an_absent_service_is_one_line(service, capsys, argv, code, says):
     url, _ = service
-    argv = ["--url", url, *argv] if "--url" not in argv else argv
+    argv = ["--url", url, *argv] if "--url" not in argv else [a.format(url=url) for a in argv]
     assert main(["status", *argv]) == code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("adlrec: error: ") and says.format(url=url) in err
@@ -156,3 +158,29 @@ def test_another_programs_json_is_one_line_not_a_traceback(capsys, monkeypatch, 
     assert out.out == ""
     assert out.err.count("\n") == 1
     assert out.err.startswith(f"adlrec: error: {url} answered GET /nodes with JSON that is not an adlrec service's")
+
+
+def test_only_active_jobs_are_shown_and_node_keeps_to_that_nodes_jobs_and_plan(tmp_path, capsys):
+    with LiveServer(create_app(service_settings(tmp_path))) as srv, httpx.Client(base_url=srv.url) as http:
+        for job_id, node in (("a1", "n1"), ("ended", "n1"), ("b1", "n2")):
+            body = {"job_id": job_id, "node": node, "curve": RISING}
+            assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+        assert http.post("/jobs/ended/finish", headers=AUTH).status_code == 200
+        assert http.post("/plans/recompute", headers=AUTH).status_code == 200
+        assert main(["status", "--url", srv.url, "--json"]) == 0
+        every = json.loads(capsys.readouterr().out)
+        assert main(["status", "--url", srv.url, "--json", "--node", "n1"]) == 0
+        one = json.loads(capsys.readouterr().out)
+    assert [j["job_id"] for j in every["jobs"]] == ["a1", "b1"]
+    assert sorted(p["node"] for p in every["plans"]) == ["n1", "n2"]
+    assert [j["job_id"] for j in one["jobs"]] == ["a1"]
+    assert [n["name"] for n in one["nodes"]] == ["n1"] and [p["node"] for p in one["plans"]] == ["n1"]
+
+
+def test_an_address_from_the_environment_that_is_not_a_url_names_the_variable(capsys, monkeypatch):
+    monkeypatch.setenv("ADLREC_SERVICE_URL", "ftp://x")
+    assert main(["status"]) == 2
+    assert capsys.readouterr().err == (
+        "adlrec: error: ADLREC_SERVICE_URL (--url not given) must be the service's http(s) address, e.g. "
+        "http://127.0.0.1:8470, got 'ftp://x'\n"
+    )

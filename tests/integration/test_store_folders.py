@@ -92,6 +92,8 @@ def _store_chosen_by(origin: str, data: Path, monkeypatch: pytest.MonkeyPatch) -
     uri = f"sqlite:///{data / 'mlflow.db'}"
     if origin in ("MLFLOW_TRACKING_URI", "ADLREC_TRACKING_URI"):
         monkeypatch.setenv(origin, uri)
+    if origin == "ADLREC_TRACKING_URI":  # which wins over MLflow's own variable, as Settings reads them
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{data.parent / 'not-this.db'}")
     elif origin == "ADLREC_DATA_DIR":
         monkeypatch.setenv(origin, str(data))
     return {"--tracking-uri": ["--tracking-uri", uri], "--data-dir": ["--data-dir", str(data)]}.get(origin, [])

@@ -47,6 +47,36 @@ def test_commands_say_at_once_that_the_server_does_not_answer(tmp_path, tiny_job
     assert "Traceback" not in err
 
 
+def test_profile_asks_the_server_before_it_measures(tmp_path, capsys):
+    """The sweep takes minutes: a store that does not answer is said before it, not after (here the job's
+    build_dataset raises, which only a sweep would find)."""
+    job = tmp_path / "model.py"
+    job.write_text(
+        "import torch\nPARAMS = {'batch_size': 2}\ndef build_dataset(cfg): raise RuntimeError('measured')\n"
+        "def build_model(cfg): return torch.nn.Linear(1, 1)\ndef loss_fn(o, t): return o.sum()\n"
+    )
+    uri = f"http://127.0.0.1:{closed_port()}"
+    argv = ["profile", str(job), "--device", "emulate:2", "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"the MLflow server at {uri} does not answer" in err and "measured" not in err, err
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_server_gone_by_the_end_of_the_sweep_is_said_at_once_and_the_profile_kept(tmp_path):
+    """Not after MLflow's minutes of retries while logging: the sweep's profile is kept for `profiles import`."""
+    from adlrec.cli.profile import log_or_keep
+    from adlrec.config import load_settings
+
+    uri = f"http://127.0.0.1:{closed_port()}"
+    tracker = Tracker(uri, "adlrec-profiles", origin="--tracking-uri")
+    with pytest.raises(TrackingError) as err:
+        log_or_keep(tracker, make_profile(), load_settings(tracking_uri=uri, data_dir=tmp_path))
+    (kept,) = (tmp_path / "unlogged").iterdir()
+    assert str(err.value).startswith(f"the MLflow server at {uri} does not answer")
+    assert str(err.value).endswith(f"; the profile is kept in {kept}: `adlrec profiles import {kept}` logs it")
+
+
 class _Refuses(http.server.BaseHTTPRequestHandler):
     status = 403
 
@@ -242,4 +272,4 @@ def test_reading_a_real_server_lists_what_it_holds_and_no_model_is_none(tmp_path
     assert main(["model", "list", "--tracking-uri", mlflow_server]) == 0
     assert capsys.readouterr().out == f"no versions of {MODEL_NAME} in {mlflow_server}\n"
     assert main(["profiles", "export", "--tracking-uri", mlflow_server, "--out", str(tmp_path / "out")]) == 0
-    assert "exported 1 profiles" in capsys.readouterr().out
+    assert "exported 1 profile to" in capsys.readouterr().out

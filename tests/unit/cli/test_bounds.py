@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adlrec.cli import main
+from adlrec.cli import build_parser, main
 
 
 @pytest.mark.parametrize(
@@ -24,9 +24,17 @@ from adlrec.cli import main
             "--num-workers: expected a whole number within 0..256, got 300",
         ),
         (["serve", "--port", "65536"], "--port: expected a whole number within 0..65535, got 65536"),
+        (
+            ["profile", "model.py", "--max-workers", "two"],
+            "--max-workers: expected a whole number within 0..256, got 'two'",
+        ),
+        (["profile", "model.py", "--budget", "0"], "--budget: expected a number of seconds > 0, got 0.0"),
+        (["predict", "model.py", "--budget", "inf"], "--budget: expected a number of seconds > 0, got inf"),
+        (["simulate", "t.csv", "--memory-gb", "nan"], "--memory-gb: expected a number > 0, got nan"),
+        (["trace", "generate", "--load", "0"], "--load: expected a number > 0, got 0.0"),
     ],
 )
-def test_a_count_out_of_range_is_one_line_naming_the_range(capsys, argv, message):
+def test_a_value_out_of_range_or_not_a_number_is_one_line_naming_the_range(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
@@ -41,3 +49,21 @@ def test_the_bounds_leave_help_working(capsys, argv):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "dest", "value"),
+    [
+        (["profile", "model.py", "--max-workers", "0"], "max_workers", 0),
+        (["predict", "model.py", "--max-workers", "256"], "max_workers", 256),
+        (["serve", "--port", "0"], "port", 0),
+        (["serve", "--port", "65535"], "port", 65535),
+        (["simulate", "t.csv", "--cores", "4096"], "cores", 4096),
+        (["simulate", "t.csv", "--gpus", "256", "--threshold", "1"], "gpus", 256),
+        (["simulate", "t.csv", "--threshold", "0"], "threshold", 0.0),
+        (["simulate", "t.csv", "--interval", "1"], "interval", 1.0),
+        (["trace", "generate", "--jobs", "10000"], "jobs", 10_000),
+    ],
+)
+def test_each_end_of_a_range_is_accepted(argv, dest, value):
+    assert getattr(build_parser().parse_args(argv), dest) == value  # parsed only: nothing runs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -64,7 +65,6 @@ def test_the_readmes_profile_option_table_is_the_parsers():
     """The README's table of `adlrec profile` options names every flag the parser has and no other, with the
     defaults the settings have."""
     import re
-    from pathlib import Path
 
     from adlrec.config import Settings
     from adlrec.schemas import MAX_WORKERS
@@ -80,3 +80,20 @@ def test_the_readmes_profile_option_table_is_the_parsers():
     assert rows["--experiment"].endswith(f"| `{default['experiment']}`")
     assert rows["--data-dir"].endswith(f"| `{default['data_dir']}`")
     assert f"0..{MAX_WORKERS}" in rows["--max-workers"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "defaults"),
+    [
+        (["profile", "m.py"], {"device": "auto", "max_workers": None, "budget": None}),  # None: the settings decide
+        (["predict", "m.py"], {"device": "auto", "max_workers": None, "budget": None}),
+        (["profiles", "export"], {"out": Path("profiles")}),
+        (["model", "fit"], {"kind": "learned", "profiles": None}),
+        (["serve"], {"host": None, "port": None, "policy": None, "interval": None, "ttl": None}),
+    ],
+)
+def test_defaults_are_what_help_says(argv, defaults):
+    """The defaults --help and the README state (simulate's and trace generate's are pinned by what they print:
+    tests/integration/test_simulate_cli.py)."""
+    args = vars(build_parser().parse_args(argv))
+    assert {k: args[k] for k in defaults} == defaults
