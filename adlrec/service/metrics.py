@@ -97,8 +97,17 @@ class Metrics:
             lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
             for key, v in sorted(series.items()):
                 labels = ",".join(f'{k}="{_escape(val)}"' for k, val in key)
-                lines.append(f"{name}{{{labels}}} {v:g}" if labels else f"{name} {v:g}")
+                lines.append(f"{name}{{{labels}}} {_number(v)}" if labels else f"{name} {_number(v)}")
         return "\n".join(lines) + "\n"
+
+
+def _number(v: float) -> str:
+    """A sample's value, exact: ``{:g}`` kept 6 digits, so a counter past a million stood still between scrapes."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def _escape(v: str) -> str:

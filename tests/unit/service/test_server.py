@@ -101,6 +101,18 @@ def test_metrics_render_counters_gauges_and_a_cumulative_histogram_per_route():
     assert 'adlrec_jobs{status="active"} 2' in text
 
 
+def test_metric_values_are_rendered_exactly_past_a_million():
+    """Values were written with ``{:g}``, 6 significant digits: a counter past a million stood still between
+    scrapes (1.23457e+06 for 1234567 and for 1234568), and a rate over it read 0."""
+    m = Metrics()
+    m.inc("adlrec_heartbeats_total", 1_234_567)
+    m.inc("adlrec_heartbeats_total")
+    m.set("adlrec_recompute_seconds_last", 0.1234567891)
+    text = m.render()
+    assert "adlrec_heartbeats_total 1234568\n" in text
+    assert "adlrec_recompute_seconds_last 0.1234567891\n" in text
+
+
 def test_adlrec_serve_refuses_open_writes_on_a_public_interface(tmp_path, capsys):
     from adlrec.cli import main
 
