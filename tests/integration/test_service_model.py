@@ -35,6 +35,8 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         job = http.post("/jobs", json=body, headers=AUTH).json()
         assert job["curve_source"] == "adlrec-throughput v1"
         assert job["predicted"] == pytest.approx(list(InterpModel().predict(features, range(7))))
+        explicit = {"job_id": "m-x", "node": "m", "curve": [1.0, 2.0, 3.0]}
+        assert http.post("/jobs", json=explicit, headers=AUTH).status_code == 201
 
         outcome = fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
         registry.set_champion(outcome.version)
@@ -43,6 +45,36 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         job = http.get("/jobs/m-a").json()
         assert job["curve_source"] == "adlrec-throughput v2"
         assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+        kept = http.get("/jobs/m-x").json()  # a curve the job sent is not the model's to predict
+        assert (kept["curve_source"], kept["predicted"]) == ("explicit", [1.0, 2.0, 3.0])
+
+
+def test_a_champion_whose_alias_or_model_is_removed_leaves_the_service_on_the_analytic_model(tmp_path):
+    """No model, or no alias, is the registry's answer (not its absence): the service falls back and predicts the
+    active jobs' curves again, analytically."""
+    from adlrec.tracking import MODEL_NAME
+
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), {"kind": "interp"}, registry, sources="t")
+    analytic = pytest.approx(list(AnalyticModel().predict(ProbeFeatures(**PROBE), range(7))))
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        body = {"job_id": "gone-a", "node": "gone", "probe": PROBE, "max_workers": 6}
+        assert http.post("/jobs", json=body, headers=AUTH).json()["curve_source"] == "adlrec-throughput v1"
+        for remove in (
+            lambda: registry.client.delete_registered_model_alias(MODEL_NAME, "champion"),
+            lambda: registry.client.delete_registered_model(MODEL_NAME),
+        ):
+            remove()
+            info = http.post("/model/refresh", headers=AUTH).json()
+            assert (info["source"], info["version"]) == ("analytic", None)
+            assert info["note"].startswith(f"no {MODEL_NAME}@champion in "), info
+            job = http.get("/jobs/gone-a").json()
+            assert job["curve_source"] == "analytic" and job["predicted"] == analytic
+            if registry.client.search_registered_models():  # the alias alone went: set it again
+                registry.set_champion("1")
+                assert http.post("/model/refresh", headers=AUTH).json()["version"] == "1"
+                assert http.get("/jobs/gone-a").json()["curve_source"] == "adlrec-throughput v1"
 
 
 def _unpicklable_champion(registry, curves, settings) -> None:
