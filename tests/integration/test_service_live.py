@@ -166,3 +166,29 @@ def test_the_writer_holds_at_most_its_capacity_and_counts_what_it_drops(tmp_path
     dropped += live.close().dropped  # writes what it holds
     assert dropped == 1
     assert _history(uri, _runs(uri)["end-c"][0].info.run_id, "throughput") == [(1, 0.5)]
+
+
+def test_the_write_behind_counts_what_the_live_writer_logged_dropped_and_failed_at_stop(tmp_path):
+    from adlrec.service.flusher import WriteBehind
+    from adlrec.service.metrics import Metrics
+    from adlrec.service.state import JobState
+    from adlrec.service.store import JobStore
+    from tests.service_helpers import service_settings
+
+    uri = service_settings(tmp_path).resolved_tracking_uri  # a copy of a migrated MLflow store: no migration here
+    store = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        state = JobState(store, time.time)
+        state.load()
+        live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=120.0)
+        t = time.time()
+        for i in range(3):  # a buffer of 2: the oldest is dropped
+            live.record("k", "n0", t + i, {"throughput": float(i)}, t)
+        metrics = Metrics()
+        WriteBehind(state, metrics, live).stop()  # the service's shutdown: the writer writes what it holds
+        counted = [
+            metrics.value(f"adlrec_live_{n}_total") for n in ("metrics_logged", "log_failures", "samples_dropped")
+        ]
+        assert counted == [2, 0, 1]  # throughput and heartbeats, once
+    finally:
+        store.close()

@@ -12,7 +12,7 @@ from adlrec.predict.models import AnalyticModel, InterpModel, LearnedModel
 from adlrec.service import create_app
 from adlrec.tracking import ModelRegistry
 from tests.factories import register_model_of_other_features, synthetic_profiles
-from tests.service_helpers import PROBE, LiveServer, service_settings
+from tests.service_helpers import PROBE, LiveServer, ManualClock, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
 
@@ -138,8 +138,13 @@ def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
 def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
 
-    settings = service_settings(tmp_path, service_live_runs=True)  # the default; off in other tests
-    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+    settings = service_settings(tmp_path, service_live_runs=True, service_ttl_s=60)  # live runs: off in other tests
+    clock = ManualClock()
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        http.post("/jobs", json={"job_id": "live-c", "node": "live", "curve": [1.0, 2.0]}, headers=AUTH)
+        http.post("/jobs/live-c/heartbeat", json={"workers": 1}, headers=AUTH)
+        clock.advance(61)
+        assert http.post("/plans/recompute", headers=AUTH).status_code == 200  # live-c expires: silent past its TTL
         for job_id in ("live-a", "live-b"):
             http.post("/jobs", json={"job_id": job_id, "node": "live", "curve": [1.0, 2.0, 3.0]}, headers=AUTH)
         for t in (10.0, 20.0, 30.0):
@@ -151,9 +156,9 @@ def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     client = LiveRuns(settings.resolved_tracking_uri).client
     exp = client.get_experiment_by_name(LIVE_EXPERIMENT)
     runs = {r.data.tags["adlrec.job_id"]: r for r in client.search_runs([exp.experiment_id])}
-    assert set(runs) == {"live-a", "live-b"}
+    assert set(runs) == {"live-a", "live-b", "live-c"}
     a, b = runs["live-a"], runs["live-b"]
-    assert a.info.status == "FINISHED" and b.info.status == "RUNNING"
+    assert a.info.status == "FINISHED" and b.info.status == "RUNNING" and runs["live-c"].info.status == "KILLED"
     # one point per write: the mean of the heartbeats since the last write, at the last one's step
     # (usually one point for all three; two if a flush fell between them)
     means = sorted((m.step, m.value) for m in client.get_metric_history(a.info.run_id, "throughput"))

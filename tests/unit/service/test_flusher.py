@@ -28,17 +28,23 @@ def test_a_store_that_stays_down_is_logged_once_then_a_line_a_minute_and_its_ret
         shutil.rmtree(folder)  # the store stops answering: its folder gone, its pooled connections dropped
         store.close()
         with caplog.at_level(logging.INFO, logger="adlrec.service"):
+            folder.mkdir()
+            (folder / "jobs.db").write_text("not a database")  # first another failure: a new streak follows it
+            state.beat("a", 40.0, 2, 0.5)
+            writer.flush_store()
+            shutil.rmtree(folder)
+            store.close()
             for _ in range(121):  # two minutes of flushes, one a second, each with a heartbeat to write
                 state.beat("a", 40.0, 2, 0.5)
                 writer.flush_store()
                 clock.advance(1.0)
             failed = [r for r in caplog.records if "store" in r.getMessage()]
-            assert [r.levelno for r in failed] == [logging.ERROR, logging.WARNING, logging.WARNING]
-            assert failed[0].exc_info is not None and all(r.exc_info is None for r in failed[1:])
-            assert "still fails (61 flushes over 60 s)" in failed[1].getMessage()
-            assert "still fails (121 flushes over 120 s)" in failed[2].getMessage()
-            assert "OperationalError" in failed[2].getMessage()
-            assert metrics.value("adlrec_store_flush_failures_total") == 121
+            assert [r.levelno for r in failed] == [logging.ERROR, logging.ERROR, logging.WARNING, logging.WARNING]
+            assert all(r.exc_info is not None for r in failed[:2]) and all(r.exc_info is None for r in failed[2:])
+            assert "still fails (61 flushes over 60 s)" in failed[2].getMessage()
+            assert "still fails (121 flushes over 120 s)" in failed[3].getMessage()
+            assert "OperationalError" in failed[3].getMessage()
+            assert metrics.value("adlrec_store_flush_failures_total") == 122
             caplog.clear()
             shutil.copytree(saved, folder)  # it answers again
             writer.flush_store()

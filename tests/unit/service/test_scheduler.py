@@ -11,7 +11,7 @@ from adlrec.service.records import JobSpec, NodeInfo
 from adlrec.service.scheduler import RECOMPUTE_NICE, RecomputeConfig, Recomputer
 from adlrec.service.state import JobState
 from adlrec.service.store import JobStore
-from tests.service_helpers import ManualClock
+from tests.service_helpers import PROBE, ManualClock
 
 CONFIG = RecomputeConfig("optimal", "busy_gpus", 0.0, ttl_s=60, interval_s=3600, debounce_s=3600)
 
@@ -80,6 +80,16 @@ def test_a_tick_refreshes_the_model_first_and_a_refresh_that_fails_still_lets_th
             rec.stop()
     (record,) = caplog.records
     assert "refreshing the throughput model failed; keeping analytic" in record.getMessage() and record.exc_info
+    store.close()
+
+
+def test_a_refresh_that_finds_the_model_unchanged_predicts_no_curve_again(tmp_path):
+    rec, store = runner(tmp_path)
+    spec = JobSpec("p", "n1", (1.0, 2.0), "analytic", features=PROBE)  # a curve the analytic model did not give
+    rec.state.register(spec, NodeInfo("d", 4, 1000))
+    rec.refresh_model()  # no model registered: the analytic fallback, as at start
+    assert rec.predictor.info.source == "analytic"
+    assert rec.state.job("p").spec.curve == (1.0, 2.0) and store.job("p").spec.curve == (1.0, 2.0)
     store.close()
 
 
