@@ -21,6 +21,10 @@ HELP = {
     "adlrec_recomputes_total": ("counter", "recomputes run, by trigger"),
     "adlrec_recomputes_skipped_total": ("counter", "recomputes skipped, by trigger, since the last still ran"),
     "adlrec_recompute_failures_total": ("counter", "recomputes that raised (logged with their traceback)"),
+    "adlrec_recompute_process_failures_total": (
+        "counter",
+        "deaths of the recompute process (logged; that recompute ran in the service's process, a new one started)",
+    ),
     "adlrec_recompute_seconds_last": ("gauge", "duration of the last recompute in seconds"),
     "adlrec_plans_stored_total": ("counter", "plans stored (one per node whose allocation changed)"),
     "adlrec_infeasible_total": ("counter", "node recomputes that found no feasible plan"),
@@ -79,7 +83,8 @@ class Metrics:
         for name, series in (gauges or {}).items():
             values.setdefault(name, {}).update(series)
         lines = []
-        for name, (kind, text) in HELP.items():
+        unknown = {n: ("untyped", "(no help text)") for n in sorted(set(values) - set(HELP))}  # served all the same
+        for name, (kind, text) in (HELP | unknown).items():
             if kind == "histogram":
                 lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
                 for route, h in hists.items():

@@ -147,6 +147,7 @@ def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dyin
         with caplog.at_level(logging.ERROR, logger="adlrec.service"):
             assert same_as_in_thread()  # computed here meanwhile
         assert rec.metrics.value("adlrec_recompute_process_failures_total") == 1
+        assert "\nadlrec_recompute_process_failures_total 1\n" in rec.metrics.render()  # what a scraper reads
         assert any("the recompute process died" in r.getMessage() and r.exc_info for r in caplog.records)
         rec._warm.result()
         again = rec._pool.submit(os.getpid).result()

@@ -120,6 +120,12 @@ def test_metric_values_are_rendered_exactly_past_a_million():
     assert "adlrec_recompute_seconds_last 0.1234567891\n" in text
 
 
+def test_a_counter_without_help_text_is_served_untyped_not_left_out():
+    m = Metrics()
+    m.inc("adlrec_something_new_total", kind="x")
+    assert '# TYPE adlrec_something_new_total untyped\nadlrec_something_new_total{kind="x"} 1\n' in m.render()
+
+
 def test_adlrec_serve_refuses_open_writes_on_a_public_interface(tmp_path, capsys):
     from adlrec.cli import main
 
