@@ -168,7 +168,7 @@ def test_the_writer_holds_at_most_its_capacity_and_counts_what_it_drops(tmp_path
     assert _history(uri, _runs(uri)["end-c"][0].info.run_id, "throughput") == [(1, 0.5)]
 
 
-def test_the_write_behind_counts_what_the_live_writer_logged_dropped_and_failed_at_stop(tmp_path):
+def test_the_write_behind_hands_live_samples_over_every_flush_and_counts_what_the_writer_did(tmp_path):
     from adlrec.service.flusher import WriteBehind
     from adlrec.service.metrics import Metrics
     from adlrec.service.state import JobState
@@ -180,15 +180,25 @@ def test_the_write_behind_counts_what_the_live_writer_logged_dropped_and_failed_
     try:
         state = JobState(store, time.time)
         state.load()
-        live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=120.0)
+        live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=120.0)  # a running job's samples: due in ~2 min
         t = time.time()
         for i in range(3):  # a buffer of 2: the oldest is dropped
             live.record("k", "n0", t + i, {"throughput": float(i)}, t)
+        live.end("k", "finished")  # written at the writer's next tick
         metrics = Metrics()
-        WriteBehind(state, metrics, live).stop()  # the service's shutdown: the writer writes what it holds
+        writer = WriteBehind(state, metrics, live, every_s=0.05)
+        writer.start()
+        try:
+            deadline = time.monotonic() + 120  # a bound on waiting (the writer imports MLflow), not a timing assertion
+            while metrics.value("adlrec_live_metrics_logged_total") < 2:  # throughput and heartbeats, once
+                assert time.monotonic() < deadline, "the write-behind's flushes handed nothing to the writer"
+                time.sleep(0.05)
+            live.record("m", "n0", t, {"throughput": 5.0}, t)  # not due before the stop: written by it
+        finally:
+            writer.stop()
         counted = [
             metrics.value(f"adlrec_live_{n}_total") for n in ("metrics_logged", "log_failures", "samples_dropped")
         ]
-        assert counted == [2, 0, 1]  # throughput and heartbeats, once
+        assert counted == [4, 0, 1]
     finally:
         store.close()
