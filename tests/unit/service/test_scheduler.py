@@ -161,18 +161,30 @@ def test_started_it_plans_in_a_process_of_its_own_and_survives_that_process_dyin
 
 def test_ticks_skipped_while_a_slow_recompute_runs_are_counted_and_said_once(tmp_path, caplog):
     """APScheduler logged a WARNING at every tick skipped because the last recompute still ran."""
+    import threading
     import time
 
     rec, store = runner(tmp_path)
     rec.config = RecomputeConfig("optimal", "busy_gpus", 0.0, ttl_s=60, interval_s=0.05, debounce_s=3600)
     rec.own_process = False
-    rec.recompute = lambda trigger="manual": time.sleep(0.4)  # a recompute 8 intervals long
+    running, most, lock = [0], [0], threading.Lock()
+
+    def slow(trigger: str = "manual") -> None:  # a recompute 8 intervals long
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.4)
+        with lock:
+            running[0] -= 1
+
+    rec.recompute = slow
     with caplog.at_level(logging.WARNING):
         rec.start()
         time.sleep(1.5)
         rec.stop()
     skipped = rec.metrics.value("adlrec_recomputes_skipped_total", trigger="interval")
     assert skipped >= 2, skipped  # a tick runs at most every 0.4 s; the rest of 1.5 s / 0.05 s were skipped
+    assert most[0] == 1  # never a tick beside a running one, waiting for its lock to recompute again at once
     said = [r.getMessage() for r in caplog.records]
     assert not any("maximum number of running instances" in m for m in said), said
     (warning,) = [m for m in said if "came due while the one before it still ran" in m]
