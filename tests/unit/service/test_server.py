@@ -223,5 +223,6 @@ def test_adlrec_serve_on_a_taken_port_or_a_foreign_host_is_one_line_before_start
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; expected a free port (--port)" in err
     assert err.count("\n") == 1 and not (tmp_path / "service.db").exists()  # refused before the stores
+    assert not (tmp_path / "mlflow.db").exists()  # the MLflow store too: opening it takes seconds
     assert main(["serve", "--host", "999.1.1.1", "--token", "t", "--data-dir", str(tmp_path)]) == 2
     assert "cannot listen on 999.1.1.1:8470:" in capsys.readouterr().err
