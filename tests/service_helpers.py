@@ -101,7 +101,11 @@ class LiveServer:
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=30)
+        # its shutdown writes what the service holds (heartbeats, live samples: a writer process that may still be
+        # importing MLflow on a loaded machine); a test that read the stores after 30 s read them before that
+        self.thread.join(timeout=180)
+        if self.thread.is_alive():
+            raise RuntimeError("uvicorn did not stop within 180 s")
 
 
 @contextlib.contextmanager

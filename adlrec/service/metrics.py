@@ -21,6 +21,10 @@ HELP = {
     "adlrec_recomputes_total": ("counter", "recomputes run, by trigger"),
     "adlrec_recomputes_skipped_total": ("counter", "recomputes skipped, by trigger, since the last still ran"),
     "adlrec_recompute_failures_total": ("counter", "recomputes that raised (logged with their traceback)"),
+    "adlrec_recompute_process_failures_total": (
+        "counter",
+        "deaths of the recompute process (logged; that recompute ran in the service's process, a new one started)",
+    ),
     "adlrec_recompute_seconds_last": ("gauge", "duration of the last recompute in seconds"),
     "adlrec_plans_stored_total": ("counter", "plans stored (one per node whose allocation changed)"),
     "adlrec_infeasible_total": ("counter", "node recomputes that found no feasible plan"),
@@ -79,7 +83,8 @@ class Metrics:
         for name, series in (gauges or {}).items():
             values.setdefault(name, {}).update(series)
         lines = []
-        for name, (kind, text) in HELP.items():
+        unknown = {n: ("untyped", "(no help text)") for n in sorted(set(values) - set(HELP))}  # served all the same
+        for name, (kind, text) in (HELP | unknown).items():
             if kind == "histogram":
                 lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
                 for route, h in hists.items():
@@ -97,8 +102,17 @@ class Metrics:
             lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
             for key, v in sorted(series.items()):
                 labels = ",".join(f'{k}="{_escape(val)}"' for k, val in key)
-                lines.append(f"{name}{{{labels}}} {v:g}" if labels else f"{name} {v:g}")
+                lines.append(f"{name}{{{labels}}} {_number(v)}" if labels else f"{name} {_number(v)}")
         return "\n".join(lines) + "\n"
+
+
+def _number(v: float) -> str:
+    """A sample's value, exact: ``{:g}`` kept 6 digits, so a counter past a million stood still between scrapes."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def _escape(v: str) -> str:

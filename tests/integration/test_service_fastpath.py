@@ -15,7 +15,7 @@ AUTH = {"Authorization": "Bearer s3cret"}
 HB = "/jobs/{}/heartbeat"
 JSON = {"content-type": "application/json"}
 
-# (name, job, request kwargs, answered by the fast path)
+# (name, job, request kwargs (a method other than POST in "method"), answered by the fast path)
 CASES = [
     ("measured", "fp-a", {"json": {"throughput": 90.0, "workers": 2, "data_wait": 0.25}, "headers": AUTH}, True),
     ("empty object", "fp-a", {"json": {}, "headers": AUTH}, True),
@@ -27,6 +27,14 @@ CASES = [
     ),
     ("chunked", "fp-b", {"content": (b'{"throughput": 5', b'0.0, "workers": 1}'), "headers": AUTH | JSON}, True),
     ("no content type", "fp-b", {"content": b"{}", "headers": AUTH}, False),
+    (
+        "upper-case content type",
+        "fp-b",
+        {"content": b"{}", "headers": AUTH | {"content-type": "Application/JSON"}},
+        True,
+    ),
+    ("a GET with a body", "fp-a", {"method": "GET", "json": {}, "headers": AUTH}, False),
+    ("a PUT", "fp-a", {"method": "PUT", "json": {}, "headers": AUTH}, False),
     ("lower-case scheme", "fp-a", {"json": {}, "headers": {"Authorization": "bearer s3cret"}}, True),
     ("no token", "fp-a", {"json": {}}, False),
     ("wrong token", "fp-a", {"json": {}, "headers": {"Authorization": "Bearer nope"}}, False),
@@ -75,7 +83,7 @@ def _run(tmp, fast: bool, monkeypatch) -> tuple[list[tuple[int, object]], int, s
             kw = dict(kwargs)
             if isinstance(kw.get("content"), tuple):
                 kw["content"] = iter(kw["content"])  # chunks, sent without a content-length
-            r = http.post(HB.format(job), **kw)
+            r = http.request(kw.pop("method", "POST"), HB.format(job), **kw)
             out.append((r.status_code, r.json()))
         points = http.get("/jobs/fp-a").json()
         metrics = http.get("/metrics").text

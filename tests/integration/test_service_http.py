@@ -282,7 +282,7 @@ def test_metrics_are_prometheus_text(service):
     assert 'adlrec_http_requests_total{code="200",method="GET",route="/health"}' in text
     # refused before routing, so under no route's template
     assert 'adlrec_http_requests_total{code="413",method="POST",route="unmatched"}' in text
-    assert "adlrec_http_request_seconds_count" in text and 'adlrec_jobs{status="active"}' in text
+    assert 'adlrec_http_request_seconds_count{route="/health"}' in text and 'adlrec_jobs{status="active"}' in text
     assert "adlrec_store_up 1" in text and "adlrec_plans " in text
 
 

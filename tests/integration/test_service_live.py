@@ -193,3 +193,39 @@ def test_an_ended_job_is_forgotten_and_a_job_of_its_id_gets_a_run_of_its_own(tmp
     assert runs.client.get_run(second).data.tags["adlrec.node"] == "n1"
     (point,) = runs.client.get_metric_history(first, "throughput")
     assert (point.timestamp, point.step, point.value) == (1_800_000_000_500, 3, 1.0)  # MLflow's milliseconds
+
+
+def test_the_write_behind_hands_live_samples_over_every_flush_and_counts_what_the_writer_did(tmp_path):
+    from adlrec.service.flusher import WriteBehind
+    from adlrec.service.metrics import Metrics
+    from adlrec.service.state import JobState
+    from adlrec.service.store import JobStore
+    from tests.service_helpers import service_settings
+
+    uri = service_settings(tmp_path).resolved_tracking_uri  # a copy of a migrated MLflow store: no migration here
+    store = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        state = JobState(store, time.time)
+        state.load()
+        live = LiveLog(uri, tmp_path / "art", capacity=2, period_s=120.0)  # a running job's samples: due in ~2 min
+        t = time.time()
+        for i in range(3):  # a buffer of 2: the oldest is dropped
+            live.record("k", "n0", t + i, {"throughput": float(i)}, t)
+        live.end("k", "finished")  # written at the writer's next tick
+        metrics = Metrics()
+        writer = WriteBehind(state, metrics, live, every_s=0.05)
+        writer.start()
+        try:
+            deadline = time.monotonic() + 120  # a bound on waiting (the writer imports MLflow), not a timing assertion
+            while metrics.value("adlrec_live_metrics_logged_total") < 2:  # throughput and heartbeats, once
+                assert time.monotonic() < deadline, "the write-behind's flushes handed nothing to the writer"
+                time.sleep(0.05)
+            live.record("m", "n0", t, {"throughput": 5.0}, t)  # not due before the stop: written by it
+        finally:
+            writer.stop()
+        counted = [
+            metrics.value(f"adlrec_live_{n}_total") for n in ("metrics_logged", "log_failures", "samples_dropped")
+        ]
+        assert counted == [4, 0, 1]
+    finally:
+        store.close()

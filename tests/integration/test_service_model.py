@@ -12,7 +12,7 @@ from adlrec.predict.models import AnalyticModel, InterpModel, LearnedModel
 from adlrec.service import create_app
 from adlrec.tracking import ModelRegistry
 from tests.factories import register_model_of_other_features, synthetic_profiles
-from tests.service_helpers import PROBE, LiveServer, service_settings
+from tests.service_helpers import PROBE, LiveServer, ManualClock, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
 
@@ -35,6 +35,8 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         job = http.post("/jobs", json=body, headers=AUTH).json()
         assert job["curve_source"] == "adlrec-throughput v1"
         assert job["predicted"] == pytest.approx(list(InterpModel().predict(features, range(7))))
+        explicit = {"job_id": "m-x", "node": "m", "curve": [1.0, 2.0, 3.0]}
+        assert http.post("/jobs", json=explicit, headers=AUTH).status_code == 201
 
         outcome = fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
         registry.set_champion(outcome.version)
@@ -43,6 +45,36 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         job = http.get("/jobs/m-a").json()
         assert job["curve_source"] == "adlrec-throughput v2"
         assert job["predicted"] == pytest.approx(list(AnalyticModel().predict(features, range(7))))
+        kept = http.get("/jobs/m-x").json()  # a curve the job sent is not the model's to predict
+        assert (kept["curve_source"], kept["predicted"]) == ("explicit", [1.0, 2.0, 3.0])
+
+
+def test_a_champion_whose_alias_or_model_is_removed_leaves_the_service_on_the_analytic_model(tmp_path):
+    """No model, or no alias, is the registry's answer (not its absence): the service falls back and predicts the
+    active jobs' curves again, analytically."""
+    from adlrec.tracking import MODEL_NAME
+
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), {"kind": "interp"}, registry, sources="t")
+    analytic = pytest.approx(list(AnalyticModel().predict(ProbeFeatures(**PROBE), range(7))))
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        body = {"job_id": "gone-a", "node": "gone", "probe": PROBE, "max_workers": 6}
+        assert http.post("/jobs", json=body, headers=AUTH).json()["curve_source"] == "adlrec-throughput v1"
+        for remove in (
+            lambda: registry.client.delete_registered_model_alias(MODEL_NAME, "champion"),
+            lambda: registry.client.delete_registered_model(MODEL_NAME),
+        ):
+            remove()
+            info = http.post("/model/refresh", headers=AUTH).json()
+            assert (info["source"], info["version"]) == ("analytic", None)
+            assert info["note"].startswith(f"no {MODEL_NAME}@champion in "), info
+            job = http.get("/jobs/gone-a").json()
+            assert job["curve_source"] == "analytic" and job["predicted"] == analytic
+            if registry.client.search_registered_models():  # the alias alone went: set it again
+                registry.set_champion("1")
+                assert http.post("/model/refresh", headers=AUTH).json()["version"] == "1"
+                assert http.get("/jobs/gone-a").json()["curve_source"] == "adlrec-throughput v1"
 
 
 def _unpicklable_champion(registry, curves, settings) -> None:
@@ -106,8 +138,13 @@ def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
 def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
 
-    settings = service_settings(tmp_path, service_live_runs=True)  # the default; off in other tests
-    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+    settings = service_settings(tmp_path, service_live_runs=True, service_ttl_s=60)  # live runs: off in other tests
+    clock = ManualClock()
+    with LiveServer(create_app(settings, clock=clock)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        http.post("/jobs", json={"job_id": "live-c", "node": "live", "curve": [1.0, 2.0]}, headers=AUTH)
+        http.post("/jobs/live-c/heartbeat", json={"workers": 1}, headers=AUTH)
+        clock.advance(61)
+        assert http.post("/plans/recompute", headers=AUTH).status_code == 200  # live-c expires: silent past its TTL
         for job_id in ("live-a", "live-b"):
             http.post("/jobs", json={"job_id": job_id, "node": "live", "curve": [1.0, 2.0, 3.0]}, headers=AUTH)
         for t in (10.0, 20.0, 30.0):
@@ -119,9 +156,9 @@ def test_heartbeats_are_logged_to_one_mlflow_run_per_job(tmp_path):
     client = LiveRuns(settings.resolved_tracking_uri).client
     exp = client.get_experiment_by_name(LIVE_EXPERIMENT)
     runs = {r.data.tags["adlrec.job_id"]: r for r in client.search_runs([exp.experiment_id])}
-    assert set(runs) == {"live-a", "live-b"}
+    assert set(runs) == {"live-a", "live-b", "live-c"}
     a, b = runs["live-a"], runs["live-b"]
-    assert a.info.status == "FINISHED" and b.info.status == "RUNNING"
+    assert a.info.status == "FINISHED" and b.info.status == "RUNNING" and runs["live-c"].info.status == "KILLED"
     # one point per write: the mean of the heartbeats since the last write, at the last one's step
     # (usually one point for all three; two if a flush fell between them)
     means = sorted((m.step, m.value) for m in client.get_metric_history(a.info.run_id, "throughput"))

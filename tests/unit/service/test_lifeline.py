@@ -43,6 +43,20 @@ def test_on_orphan_is_called_and_a_child_that_does_not_stop_is_ended_after_its_g
     assert "stopping (at most 0 s)" in done.stderr and "did not stop within 0 s; exiting" in done.stderr
 
 
+def test_an_on_orphan_that_raises_ends_the_child_at_once_not_after_its_grace():
+    done = _run(
+        """
+        def fails():
+            raise RuntimeError("cannot stop")
+        watch_parent(os.getppid() + 1_000_000, "the test child", on_orphan=fails, grace_s=3600, poll_s=0.05)
+        time.sleep(30)  # never stops by itself: a child left to its grace would exit 0 here
+        """
+    )
+    assert done.returncode == EXIT_ORPHANED, done.stderr
+    assert "the test child: stopping after the service's death failed; exiting" in done.stderr
+    assert "RuntimeError: cannot stop" in done.stderr
+
+
 def test_a_child_that_stops_by_itself_exits_normally_and_a_living_parent_ends_nothing():
     done = _run(
         """

@@ -13,7 +13,8 @@ from adlrec.service.server import check_bind, is_loopback
 
 
 @pytest.mark.parametrize(
-    ("host", "loop"), [("127.0.0.1", True), ("::1", True), ("localhost", True), ("0.0.0.0", False)]
+    ("host", "loop"),
+    [("127.0.0.1", True), ("::1", True), ("[::1]", True), ("localhost", True), ("0.0.0.0", False), ("[::]", False)],
 )
 def test_loopback_is_recognised(host, loop):
     assert is_loopback(host) is loop
@@ -52,6 +53,7 @@ def test_an_empty_token_is_refused_and_a_token_s_surrounding_whitespace_is_not_p
     assert not token_ok(blank, "Bearer") and not token_ok(blank, "Bearer ") and not token_ok(blank, "")
     s = load_settings(service_token="s3cret\n")  # read from a file that ends with a newline
     assert token_ok(s, "Bearer s3cret") and not token_ok(s, "Bearer") and not token_ok(s, "Bearer s3cre")
+    assert token_ok(s, "Bearer  s3cret")  # RFC 6750: "Bearer" 1*SP token
 
 
 @pytest.mark.parametrize("token", ["t\u00f6k", "\u201cs3cret\u201d", "line1\nline2"])
@@ -86,19 +88,42 @@ def test_settings_reject_unknown_policies_and_the_token_stays_secret(tmp_path):
 def test_metrics_render_counters_gauges_and_a_cumulative_histogram_per_route():
     m = Metrics()
     m.inc("adlrec_heartbeats_total")
-    m.inc("adlrec_recomputes_total", trigger='we"ird')
+    m.inc("adlrec_recomputes_total", trigger='we"ird\nline')
     for s in (0.0008, 0.003, 9.0):
         m.observe(s, "/a")
     m.observe(0.02, "/b")
+    m.observe(0.01, "/b")  # on a bucket's bound: in it (le is "less than or equal")
     text = m.render({"adlrec_jobs": {(("status", "active"),): 2.0}})
-    assert "adlrec_heartbeats_total 1\n" in text
-    assert 'adlrec_recomputes_total{trigger="we\\"ird"} 1' in text
+    assert "# TYPE adlrec_heartbeats_total counter\nadlrec_heartbeats_total 1\n" in text
+    assert 'adlrec_recomputes_total{trigger="we\\"ird\\nline"} 1' in text
     assert 'adlrec_http_request_seconds_bucket{route="/a",le="0.001"} 1' in text
     assert 'adlrec_http_request_seconds_bucket{route="/a",le="0.005"} 2' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/a",le="1"} 2' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/a",le="2.5"} 2' in text
     assert 'adlrec_http_request_seconds_bucket{route="/a",le="+Inf"} 3' in text
-    assert 'adlrec_http_request_seconds_bucket{route="/b",le="0.01"} 0' in text
-    assert 'adlrec_http_request_seconds_count{route="/b"} 1' in text
-    assert 'adlrec_jobs{status="active"} 2' in text
+    assert 'adlrec_http_request_seconds_sum{route="/a"} 9.003800' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/b",le="0.005"} 0' in text
+    assert 'adlrec_http_request_seconds_bucket{route="/b",le="0.01"} 1' in text
+    assert 'adlrec_http_request_seconds_count{route="/b"} 2' in text
+    assert '# TYPE adlrec_jobs gauge\nadlrec_jobs{status="active"} 2' in text
+
+
+def test_metric_values_are_rendered_exactly_past_a_million():
+    """Values were written with ``{:g}``, 6 significant digits: a counter past a million stood still between
+    scrapes (1.23457e+06 for 1234567 and for 1234568), and a rate over it read 0."""
+    m = Metrics()
+    m.inc("adlrec_heartbeats_total", 1_234_567)
+    m.inc("adlrec_heartbeats_total")
+    m.set("adlrec_recompute_seconds_last", 0.1234567891)
+    text = m.render()
+    assert "adlrec_heartbeats_total 1234568\n" in text
+    assert "adlrec_recompute_seconds_last 0.1234567891\n" in text
+
+
+def test_a_counter_without_help_text_is_served_untyped_not_left_out():
+    m = Metrics()
+    m.inc("adlrec_something_new_total", kind="x")
+    assert '# TYPE adlrec_something_new_total untyped\nadlrec_something_new_total{kind="x"} 1\n' in m.render()
 
 
 def test_adlrec_serve_refuses_open_writes_on_a_public_interface(tmp_path, capsys):
@@ -198,5 +223,6 @@ def test_adlrec_serve_on_a_taken_port_or_a_foreign_host_is_one_line_before_start
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; expected a free port (--port)" in err
     assert err.count("\n") == 1 and not (tmp_path / "service.db").exists()  # refused before the stores
+    assert not (tmp_path / "mlflow.db").exists()  # the MLflow store too: opening it takes seconds
     assert main(["serve", "--host", "999.1.1.1", "--token", "t", "--data-dir", str(tmp_path)]) == 2
     assert "cannot listen on 999.1.1.1:8470:" in capsys.readouterr().err
