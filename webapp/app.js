@@ -389,9 +389,19 @@ function renderJob(id, job, plans) {
   );
 }
 
-function niceMax(v) {
-  const p = 10 ** Math.floor(Math.log10(v));
-  return [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].map((k) => k * p).find((x) => x >= v);
+// The y axis for values up to v > 0: 4 to 6 steps of 1, 2, 2.5 or 5 times a power of ten, the lowest top that
+// reaches v. Four steps of any top drew gridlines at 62.5 and 187.5 (labelled 188) under a top of 250.
+function yAxis(v) {
+  let best = null;
+  const q = Math.floor(Math.log10(v));
+  for (const p of [q - 1, q]) {
+    for (const k of [1, 2, 2.5, 5]) {
+      const step = k * 10 ** p;
+      const n = Math.ceil(v / step - 1e-9); // v / step of a float that is a whole number is not always one
+      if (n >= 4 && n <= 6 && (best === null || n * step < best.n * best.step)) best = { step, n };
+    }
+  }
+  return best; // for every v one of the eight steps gives 4 to 6 (r = v / 10^q in [1, 10) is in a range of each)
 }
 
 function curveChart(job) {
@@ -399,7 +409,9 @@ function curveChart(job) {
   // the axis reaches the last count measured or planned too: a point measured past the curve's end was drawn at it
   const n = Math.max(1, job.curve.length - 1, job.predicted.length - 1, ...job.measured.map((p) => p.workers), job.assignment.workers);
   const peak = Math.max(0, ...job.curve, ...job.predicted, ...job.measured.map((p) => p.throughput));
-  const top = niceMax(peak > 0 ? peak * 1.05 : 1); // not at least 1: a curve of 0.003 samples/s was a flat line
+  const axis = yAxis(peak > 0 ? peak * 1.05 : 1); // not at least 1: a curve of 0.003 samples/s was a flat line
+  const top = axis.n * axis.step;
+  const yt = Array.from({ length: axis.n + 1 }, (_, i) => i * axis.step);
   const x = (w) => m.l + (Math.min(w, n) / n) * (W - m.l - m.r);
   const y = (v) => H - m.b - (v / top) * (H - m.t - m.b);
   const line = (values, cls) => [
@@ -415,9 +427,9 @@ function curveChart(job) {
   return s(
     "svg",
     { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `samples/s of ${(job.ranks ?? 1) > 1 ? "one rank of " : ""}${job.job_id} against loader workers` },
-    [0, 1, 2, 3, 4].map((i) => [
-      s("line", { class: "grid", x1: m.l, x2: W - m.r, y1: y((top * i) / 4), y2: y((top * i) / 4) }),
-      s("text", { class: "tick", x: m.l - 6, y: y((top * i) / 4) + 4, "text-anchor": "end" }, tick((top * i) / 4)),
+    yt.map((v) => [
+      s("line", { class: "grid", x1: m.l, x2: W - m.r, y1: y(v), y2: y(v) }),
+      s("text", { class: "tick", x: m.l - 6, y: y(v) + 4, "text-anchor": "end" }, tick(v)),
     ]),
     xt.map((w) => s("text", { class: "tick", x: x(w), y: H - m.b + 16, "text-anchor": "middle" }, w)),
     s("text", { class: "axis", x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, (job.ranks ?? 1) > 1 ? "loader workers of one rank" : "loader workers"),

@@ -234,6 +234,8 @@ def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
     assert text(browser, "#job-title") == "Job vit"
     point = texts(browser, "#job table.points tbody tr td")
     assert point[:2] == ["2", "42"] and point[-1] == "25%"
+    # the y axis of a peak of 100 steps by 20 to 120; four steps of any top had ticks at 62.5 and 187.5 under 250
+    assert texts(browser, "#job svg text.tick[text-anchor='end']") == ["0", "20", "40", "60", "80", "100", "120"]
 
     browser.get(f"{srv.url}/ui/?refresh=1#job/nosuchjob")
     wait_for(browser, lambda d: "knows no job nosuchjob" in (text(d, "#job-detail") or ""), "the unknown job")

@@ -85,7 +85,7 @@ def test_small_and_huge_throughputs_and_a_curve_of_one_point_are_drawn_readably(
     assert texts(browser, "#job table.points tbody td")[1] == "0.0025"
     # the y axis of a curve under 1 sample/s: its ticks read "0, 0, 1, 1, 1" over a flat line
     y_ticks = texts(browser, "#job svg text.tick[text-anchor='end']")
-    assert len(y_ticks) == 5 and len(set(y_ticks)) == 5, y_ticks
+    assert 5 <= len(y_ticks) <= 7 and len(set(y_ticks)) == len(y_ticks), y_ticks  # 4 to 6 steps
     used = [
         float(p.split(",")[1])
         for p in browser.execute_script(
