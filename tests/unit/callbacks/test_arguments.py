@@ -43,6 +43,8 @@ CURVE = [10.0, 50.0, 90.0]
         ({"token": 5}, TypeError, "ADLLoop: token must be a string (the service's token), got a int"),
         ({"node": ""}, ValueError, "ADLLoop: node must be the node's name at the service"),
         ({"node": "  "}, ValueError, "or None for this host's name, got '  '"),
+        # a name the service would refuse at registration, while the job trained on unplanned
+        ({"node": "gpu 01"}, ValueError, "ADLLoop: node: String should match pattern"),
     ],
 )
 def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, error, message):
