@@ -9,11 +9,12 @@ import pytest
 from adlrec.datasets import materialize
 
 
-def test_a_folder_that_is_there_is_used_as_it_is(tmp_path):
-    made: list[str] = []
-    first = materialize(tmp_path / "data", lambda tmp: (made.append(tmp.name), (tmp / "x.bin").write_bytes(b"x")))
-    again = materialize(tmp_path / "data", lambda tmp: made.append(tmp.name))
+def test_a_folder_is_generated_once_beside_its_place_and_then_used_as_it_is(tmp_path):
+    made: list = []
+    first = materialize(tmp_path / "data", lambda tmp: (made.append(tmp), (tmp / "x.bin").write_bytes(b"x")))
+    again = materialize(tmp_path / "data", lambda tmp: made.append(tmp))
     assert first == again == tmp_path / "data" and len(made) == 1  # generated once, not at every run
+    assert made[0].parent == tmp_path  # beside the folder, on its mount: the rename into place is atomic
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
 
 
