@@ -464,6 +464,64 @@ def test_under_lightning_validation_and_epoch_ends_are_not_counted_as_waits_for_
     assert stats.throughput > 8 / 0.05  # steps of about 15 ms, 8 samples each
 
 
+@pytest.mark.parametrize("stop", ["validation", "checkpoint", "epoch end"])
+def test_under_lightning_a_stop_between_steps_leaves_the_step_after_it_out(tmp_path, stop):
+    """Half a second of validation at mid-epoch (``val_check_interval``), of a checkpoint every 6 steps
+    (``every_n_train_steps``) or of an epoch's own end, against steps of about 15 ms: the step after it
+    is left out, as each epoch's first is, instead of being measured as one 0.5 s step."""
+    import lightning as L
+
+    model = _tiny_module()
+    ld = ResizableLoader(Pairs(), batch_size=8, shuffle=True, seed=3, num_workers=1, multiprocessing_context="fork")
+    cb = ADLCallback(url="http://127.0.0.1:9", node="n19", curve=STEEP, interval_s=3600)  # nothing to reach
+    kw: dict = {"max_epochs": 1}
+    fit: dict = {}
+    if stop == "validation":  # at steps 6 and 12: the one after the last step ends the fit
+        model.validation_step = lambda batch, batch_idx: time.sleep(0.25)
+        kw |= {"val_check_interval": 0.5, "num_sanity_val_steps": 0}
+        fit = {"val_dataloaders": torch.utils.data.DataLoader(Pairs(), batch_size=48)}  # 2 batches
+    elif stop == "checkpoint":  # at steps 6 and 12, as validation
+        model.on_save_checkpoint = lambda checkpoint: time.sleep(0.5)
+        every = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=6, save_top_k=-1)
+        kw |= {"enable_checkpointing": True, "callbacks": [cb, every]}
+    else:  # two epochs, the first ending with its own work
+        model.on_train_epoch_end = lambda: time.sleep(0.5)
+        kw |= {"max_epochs": 2}
+    with ld:
+        _trainer(tmp_path, cb, **kw).fit(model, train_dataloaders=ld, **fit)
+    stats = cb.controller.meter.stats()
+    assert stats.steps == (2 * 12 - 2 if stop == "epoch end" else 12 - 1 - 1)
+    assert stats.throughput > 8 / 0.05  # steps of about 15 ms, 8 samples each
+
+
+def test_under_lightning_a_plain_dataloader_that_keeps_the_loop_waiting_shows_it(tmp_path):
+    """A DataLoader keeps no waiting total of its own: the wait is the time from a step's end to its next
+    batch's start (40 ms of loading in-process against a 10 ms step)."""
+    plain = torch.utils.data.DataLoader(SlowPairs(), batch_size=8)
+    cb = ADLCallback(url="http://127.0.0.1:9", node="n20", curve=STEEP, interval_s=3600)  # nothing to reach
+    _trainer(tmp_path, cb, max_epochs=1).fit(_tiny_module(), train_dataloaders=plain)
+    stats = cb.controller.meter.stats()
+    assert stats.steps == 12 - 1 and stats.data_wait > 0.5
+
+
+def test_a_lightning_fit_that_raises_reports_its_job_finished(tmp_path):
+    """A training step that raises ends the fit: the job is reported finished, not left heartbeating (and
+    planned for) while nothing trains."""
+
+    def fail(epoch: int, batch_idx: int) -> None:
+        if batch_idx == 3:
+            raise RuntimeError("the step failed")
+
+    settings = service_settings(tmp_path)
+    ld = ResizableLoader(Pairs(), batch_size=8, num_workers=1, multiprocessing_context="fork")
+    with LiveServer(create_app(settings)) as srv, ld:
+        cb = ADLCallback(url=srv.url, token="s3cret", node="n21", curve=STEEP, interval_s=0.05, job_id="failed")
+        with pytest.raises(RuntimeError, match="the step failed"):
+            _trainer(tmp_path, cb).fit(_tiny_module(fail), train_dataloaders=ld)
+        job = httpx.get(f"{srv.url}/jobs/failed", timeout=10).json()
+    assert job["status"] == "finished"
+
+
 class SlowPairs(Pairs):
     def __getitem__(self, i: int):
         time.sleep(0.005)  # 8 samples a batch: 40 ms of loading in-process against a 10 ms step
@@ -514,3 +572,18 @@ def test_in_a_plain_loop_the_time_between_epochs_and_a_paused_step_are_not_measu
     assert stats.steps == 3 * 12 - 3 - 1  # each epoch's first step, and the paused one, left out
     assert stats.data_wait < 0.5
     assert stats.throughput > 8 / 0.05
+
+
+@pytest.mark.parametrize("slow", ["loader", "step"])
+def test_in_a_plain_loop_a_plain_dataloaders_wait_is_the_time_to_its_next_batch(slow):
+    """A DataLoader keeps no waiting total of its own: the wait is the time from a step's end to its next
+    batch, which ``iterate`` times as it hands the batch over.  40 ms of loading against a step of none
+    is mostly waiting; a 40 ms step against loading of none is not."""
+    plain = torch.utils.data.DataLoader(SlowPairs() if slow == "loader" else Pairs(), batch_size=8)
+    with ADLLoop(plain, url="http://127.0.0.1:9", node="n18", curve=STEEP, interval_s=3600) as adl:
+        for _batch in adl.iterate():
+            if slow == "step":
+                time.sleep(0.04)
+        stats = adl.controller.meter.stats()
+    assert stats.steps == 12 - 1
+    assert stats.data_wait > 0.5 if slow == "loader" else stats.data_wait < 0.5

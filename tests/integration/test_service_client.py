@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -272,6 +273,37 @@ def test_an_answer_dripped_a_byte_at_a_time_ends_the_call_at_its_deadline(caplog
         assert "unreachable (ReadTimeout" in caplog.text
     finally:
         dripper.close()
+
+
+class _Late(_Dripper):
+    """A TCP server that reads a request, then sends nothing for ``gap_s``, then the whole answer at once."""
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.recv(65536)
+            if self.stop.wait(self.gap_s):
+                return
+            try:
+                conn.sendall(self.answer)
+            except OSError:  # the client hung up
+                return
+            self.sent_all.set()
+
+
+def test_a_read_that_would_outlast_the_calls_deadline_is_cut_to_it():
+    """httpx's timeout (30 s here) bounds each read; the deadline (0.5 s) cuts the read already waiting for
+    an answer that comes 2 s late to what is left of it, not only the reads that start after it."""
+    from adlrec.http_deadline import DeadlineBackend, deadline_transport
+
+    late = _Late(gap_s=2.0)
+    backend = DeadlineBackend()
+    try:
+        with httpx.Client(transport=deadline_transport(backend), timeout=30) as http:
+            with backend.deadline(0.5), pytest.raises(httpx.ReadTimeout):
+                http.get(late.url)
+    finally:
+        late.close()
 
 
 def _unavailable(status: int, requests: list[str]) -> Starlette:

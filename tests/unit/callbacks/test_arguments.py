@@ -1,9 +1,11 @@
 """The adapters check their arguments at construction, as the service would: no job trains on unregistered."""
 
 import pytest
+import torch
 
 from adlrec.callbacks import ADLLoop
 from tests.factories import Indices
+from tests.service_helpers import PROBE
 
 CURVE = [10.0, 50.0, 90.0]
 
@@ -18,6 +20,8 @@ CURVE = [10.0, 50.0, 90.0]
         ({"gpus": True}, ValueError, "ADLLoop: gpus: Input should be a valid integer, got True"),
         ({"gpus": "2"}, ValueError, "ADLLoop: gpus: Input should be a valid integer, got '2'"),
         ({"weight": object()}, ValueError, "ADLLoop: the registration must be plain numbers, strings and lists"),
+        # a tensor of two numbers is no number: said as such, not torch's own RuntimeError
+        ({"weight": torch.ones(2)}, ValueError, "ADLLoop: the registration must be plain numbers, strings and lists"),
         (
             {"interval_s": "5"},
             ValueError,
@@ -30,12 +34,17 @@ CURVE = [10.0, 50.0, 90.0]
         ({"url": "127.0.0.1:8470"}, ValueError, "url must be the service's http(s) address"),
         ({"url": "htp://127.0.0.1:8470"}, ValueError, "got 'htp://127.0.0.1:8470'"),
         ({"url": ""}, ValueError, "url must be the service's http(s) address"),
+        ({"url": "http://:8470"}, ValueError, "url must be the service's http(s) address"),  # no host
+        # a port given as the url: the message naming it, not urlsplit's AttributeError
+        ({"url": 8470}, ValueError, "url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got 8470"),
         ({"url": "http://h:abc"}, ValueError, "ADLLoop: url must have a port from 1 to 65535 (or none)"),
         ({"url": "http://h:99999"}, ValueError, "url must have a port from 1 to 65535 (or none), e.g. "),
         ({"url": "http://h:0"}, ValueError, "got 'http://h:0'"),
         ({"token": 5}, TypeError, "ADLLoop: token must be a string (the service's token), got a int"),
         ({"node": ""}, ValueError, "ADLLoop: node must be the node's name at the service"),
         ({"node": "  "}, ValueError, "or None for this host's name, got '  '"),
+        # a name the service would refuse at registration, while the job trained on unplanned
+        ({"node": "gpu 01"}, ValueError, "ADLLoop: node: String should match pattern"),
     ],
 )
 def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, error, message):
@@ -53,6 +62,8 @@ def test_a_typo_or_a_bad_value_is_refused_at_construction_naming_it(kwargs, erro
         ({"curve": ["1", 2.0]}, "ADLLoop: curve.0: Input should be a valid number, got '1'"),
         ({"probe": {"bogus": 1}}, "ADLLoop: probe."),
         ({"probe": [1, 2]}, "ADLLoop: probe:"),
+        # a field the service does not know inside the probe: the probe's, not a keyword argument of the adapter's
+        ({"probe": PROBE | {"bogus": 1}}, "ADLLoop: probe.bogus: Extra inputs are not permitted, got 1"),
         # a check across fields names them itself: no empty field, no pydantic prefix
         ({"curve": [1.0, 2.0], "max_workers": 5}, "ADLLoop: max_workers (5) is past the curve's last point (1 worker)"),
     ],
@@ -106,6 +117,9 @@ def test_the_environment_gives_the_url_and_the_token_when_the_arguments_do_not(m
     monkeypatch.setenv("ADLREC_SERVICE_TOKEN", "s3cret")
     client = ADLLoop(Indices(8), curve=CURVE).controller.client
     assert client.url == "http://127.0.0.1:9" and client._http.headers["Authorization"] == "Bearer s3cret"
+    # given, they win over the environment's
+    given = ADLLoop(Indices(8), curve=CURVE, url="http://127.0.0.1:10", token="mine").controller.client
+    assert given.url == "http://127.0.0.1:10" and given._http.headers["Authorization"] == "Bearer mine"
 
 
 @pytest.mark.parametrize("loader", ["notaloader", b"bytes", 5, None])
@@ -117,6 +131,10 @@ def test_a_loader_that_yields_no_batches_is_refused_naming_it(loader):
 def test_iterate_outside_the_with_block_says_how_to_use_it():
     adl = ADLLoop(Indices(8), curve=CURVE, url="http://127.0.0.1:9")
     with pytest.raises(RuntimeError, match="outside `with ADLLoop"):
+        next(adl.iterate())
+    with adl:
+        pass
+    with pytest.raises(RuntimeError, match="outside `with ADLLoop"):  # after it: the job was reported finished
         next(adl.iterate())
 
 

@@ -112,6 +112,31 @@ def test_a_rank_that_never_starts_its_adapter_holds_the_others_up_only_so_long(t
     assert [g["again"]["leader"] for g in got] == [True, False] and {g["again"]["ranks"] for g in got} == {2}
 
 
+def _one_rank_late_at_a_second_start(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    first = form_team("node-a", timeout_s=3.0)  # the first fit: both start, over a gloo group made now
+    dist.barrier()
+    late = form_team("node-a") if rank == 0 else None  # the second: rank 1 starts its adapter only ...
+    dist.barrier()
+    late = form_team("node-a") if rank == 1 else late  # ... after rank 0 gave up on it, alone
+    dist.barrier()
+    again = form_team("node-a", timeout_s=30.0)  # the third: both start
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"teams": [t and t.ranks for t in (first, late, again)]}, f)
+
+
+def test_a_gather_that_timed_out_is_not_tried_again_over_its_group(tmp_path):
+    """A gather that timed out leaves its group unusable: the next start makes another, and the ranks agree
+    again (reused, the group would fail every start after)."""
+    out = str(tmp_path / "rank")
+    mp.start_processes(
+        _one_rank_late_at_a_second_start, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork"
+    )
+    got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
+    assert [g["teams"] for g in got] == [[2, None, 2], [2, None, 2]]
+
+
 def test_outside_a_process_group_there_is_no_team():
     assert form_team("node-a") is None
 

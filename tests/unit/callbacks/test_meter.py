@@ -52,6 +52,16 @@ def test_window_keeps_only_recent_steps():
         LoopMeter(window=1)
 
 
+def test_steps_that_took_no_time_on_a_coarse_clock_are_no_figure():
+    """A clock that did not move over the window's steps: no figure (dividing by the window's zero seconds
+    would raise in the heartbeat thread, which reads the stats outside its guard, and end its heartbeats)."""
+    m = LoopMeter(window=10)
+    for _ in range(4):
+        m.fetched(5.0)
+        m.done(5.0, 8)
+    assert m.stats() is None
+
+
 def test_batch_samples_reads_the_first_tensor():
     assert batch_samples((torch.zeros(7, 3), torch.zeros(7))) == 7
     assert batch_samples({"x": torch.zeros(5, 2)}) == 5
