@@ -232,7 +232,7 @@ class Controller:
         so that a slow or hung service never holds up the training loop's start, steps or end."""
         self._safe("register", lambda: self.client.register(self.node, **fields))
         while not stop.wait(self.interval_s):
-            self.beat()
+            self._safe("heartbeat", self.beat)  # a fault in measuring must not end the thread: beats, finish go on
         self._safe("finish", self.client.finish)
 
     def _follow(self, fields: dict[str, Any], stop: threading.Event) -> None:
@@ -241,8 +241,11 @@ class Controller:
         job_id, beats = fields["job_id"], 0
         while not stop.wait(self.interval_s):
             first, beats = beats == 0, beats + 1
-            answer = self._safe("follow", lambda: self.client.follow(job_id, first=first))  # noqa: B023 (called here)
-            self._apply(answer, getattr(self.loader, "num_workers", None))
+            self._safe("follow", lambda: self._follow_once(job_id, first))  # noqa: B023 (called here)
+
+    def _follow_once(self, job_id: str, first: bool) -> None:
+        answer = self._safe("follow", lambda: self.client.follow(job_id, first=first))
+        self._apply(answer, getattr(self.loader, "num_workers", None))
 
     def beat(self) -> None:
         """One heartbeat; apply the answer if it carries a plan not applied yet."""

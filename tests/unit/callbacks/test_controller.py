@@ -168,3 +168,23 @@ def test_a_client_that_raises_never_reaches_the_loop_and_is_logged_once_per_kind
     said = [r.getMessage() for r in caplog.records]
     assert sorted(m.split(" failed")[0] for m in said) == ["adlrec finish", "adlrec heartbeat", "adlrec register"]
     assert all("(RuntimeError: the client broke); training continues" in m for m in said)
+
+
+def test_a_fault_in_measuring_never_ends_the_heartbeat_thread(caplog):
+    """The thread logs it and goes on: it still reports the job finished (it ended, with a traceback on
+    stderr only, and the service expired the job a TTL later)."""
+    import time
+
+    service = Service()
+    c = Controller(service, "n", interval_s=0.01, stop_wait_s=10)
+    with caplog.at_level(logging.WARNING, logger="adlrec.callbacks"):
+        c.start(loader())
+        c.meter.stats = lambda: 1 / 0  # a bug in the meter, met at every beat
+        deadline = time.monotonic() + 60  # a bound on waiting for the thread's first beats, not a timing check
+        while "adlrec heartbeat failed (ZeroDivisionError" not in caplog.text:
+            assert time.monotonic() < deadline, "no beat failed"
+            time.sleep(0.01)
+        alive = heartbeat_threads()[0].is_alive()
+        c.stop()
+    assert alive and len(service.registered) == 1 and service.finished == 1
+    assert caplog.text.count("heartbeat failed") == 1  # once per kind
