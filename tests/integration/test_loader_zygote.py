@@ -456,6 +456,7 @@ def test_exit_codes_and_signals_of_a_zygote_child_reach_the_training_process():
 
 def test_no_process_forked_later_holds_a_zygote_alive():
     zygote = Zygote(())
+    zygote.STOP_S = 120.0  # past the join below: the zygote must exit by itself, not by stop()'s SIGKILL
     zygote.ensure_running()
     ctx = multiprocessing.get_context("fork")
     release = ctx.Event()
