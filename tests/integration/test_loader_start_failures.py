@@ -18,6 +18,7 @@ import resource
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing import resource_tracker
 
 import pytest
 
@@ -249,6 +250,7 @@ def test_a_start_that_runs_out_of_threads_is_a_start_the_system_cannot_make(monk
 
 
 def test_failed_forks_leave_no_file_open(monkeypatch):
+    resource_tracker.ensure_running()  # the zygote's fork starts it, kept for the process's life: not a leak
     fds = open_fds()
     with loader(workers=2, fork_server=True) as ld:
         failing_forks(monkeypatch, *range(100))  # the zygote's fork and every worker's
