@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import psutil
 import pytest
@@ -249,6 +251,16 @@ def test_the_dataset_and_functions_reach_the_workers_by_reference_not_by_picklin
                 loader.resize(3)
         assert loader.serving_workers == 3
     assert out == [10 * i for i in range(40)]
+
+
+def test_a_zygote_stopped_with_its_epoch_lets_go_of_the_dataset_it_held():
+    data = Indices(20)
+    held = weakref.ref(data)
+    loader = zygote_loader(data, 1, num_workers=1)
+    assert [b.item() for b in loader] == list(range(20))  # the epoch's end stops its zygote
+    del loader, data
+    gc.collect()
+    assert held() is None, "the training process still holds a stopped zygote's dataset"
 
 
 def test_persistent_pools_keep_their_zygote_for_the_next_epoch_and_close_stops_it():
