@@ -466,6 +466,28 @@ def test_exit_codes_and_signals_of_a_zygote_child_reach_the_training_process():
         zygote.stop()
 
 
+def test_ctrl_c_leaves_the_zygote_serving_the_training_process():
+    """^C in a terminal signals the whole foreground process group, the zygote with it: what it means is
+    the training process's to decide (its KeyboardInterrupt), and a loop that goes on still has its zygote."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a run from a terminal has it
+    zygote = Zygote(())
+    ctx = ZygoteContext(zygote)
+    try:
+        first = ctx.Process(target=exit_with, args=(3,))
+        first.start()  # the zygote serves requests now
+        first.join(30)
+        pid = zygote.pid
+        os.kill(pid, signal.SIGINT)
+        second = ctx.Process(target=exit_with, args=(4,))
+        second.start()
+        second.join(30)
+        assert (first.exitcode, second.exitcode) == (3, 4)
+        assert zygote.running and zygote.pid == pid
+    finally:
+        zygote.stop()
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_no_process_forked_later_holds_a_zygote_alive():
     zygote = Zygote(())
     zygote.STOP_S = 120.0  # past the join below: the zygote must exit by itself, not by stop()'s SIGKILL
