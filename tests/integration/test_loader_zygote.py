@@ -444,6 +444,16 @@ def test_stop_kills_a_zygote_that_does_not_exit():
     assert zygote.pid is None and not psutil.pid_exists(pid)
 
 
+def test_a_stopped_zygote_is_never_forked_again():
+    """stop() is final: a pool still starting that asked a stopped zygote would fork one that nothing stops."""
+    zygote = Zygote(())
+    zygote.ensure_running()
+    zygote.stop()
+    with pytest.raises(RuntimeError, match="the zygote was stopped"):
+        zygote.ensure_running()
+    assert zygote.pid is None
+
+
 def exit_with(code: int) -> None:
     os._exit(code)
 
