@@ -434,6 +434,19 @@ def test_a_zygote_that_died_is_forked_again_at_the_next_resize():
     assert got == list(range(60))
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc")
+def test_a_request_to_a_zygote_that_died_fails_and_leaves_no_file_open():
+    zygote = Zygote(())
+    zygote.ensure_running()
+    os.kill(zygote.pid, signal.SIGKILL)  # the OOM killer, say, between a start's check and its request
+    wait_until(lambda: gone(zygote.pid))  # dead, not reaped: the zygote still looks running to a request
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        zygote.request([])
+    assert len(os.listdir("/proc/self/fd")) == fds
+    zygote.stop()
+
+
 def test_stop_kills_a_zygote_that_does_not_exit():
     zygote = Zygote(())
     zygote.ensure_running()
