@@ -15,6 +15,7 @@ import logging
 import multiprocessing.queues
 import os
 import resource
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from multiprocessing import resource_tracker
 
 import pytest
 
+import adlrec.loader.resizable as resizable
 from adlrec.loader import ResizableLoader
 from tests.factories import Indices
 from tests.integration.test_loader_resize import live_children, wait_until
@@ -246,6 +248,30 @@ def test_a_start_that_runs_out_of_threads_is_a_start_the_system_cannot_make(monk
         assert flat(got) == list(range(40)) and ld.num_workers == 1
         assert (
             "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] can't start new thread)" in caplog.text
+        )
+
+
+def test_a_pools_starting_thread_that_cannot_start_is_a_start_the_system_cannot_make(monkeypatch, caplog):
+    monkeypatch.setattr(resizable, "SPARE_STARTERS", 0)  # no thread started ahead: the pool starts its own
+    start = threading.Thread.start
+
+    def no_starting_thread(self):
+        if self.name == "adlrec-loader-start":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    with loader(handover=2) as ld:
+        it = iter(ld)
+        got = [next(it) for _ in range(3)]
+        with caplog.at_level(logging.WARNING, logger="adlrec.loader"):
+            monkeypatch.setattr(threading.Thread, "start", no_starting_thread)
+            ld.resize(3)
+            got += [next(it) for _ in range(6)]
+            monkeypatch.undo()
+        got += list(it)
+        assert flat(got) == list(range(40)) and ld.num_workers == 1
+        assert (
+            "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] cannot start the pool's" in caplog.text
         )
 
 
