@@ -90,6 +90,20 @@ def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers()
     assert got == list(range(120))
 
 
+def test_a_loop_that_breaks_out_of_an_epoch_stops_its_zygote_with_its_workers():
+    """A zygote none of whose workers run holds its own copy of every page training writes: it must not
+    wait for the next iter() or close()."""
+    loader = zygote_loader(Indices(40), 1, num_workers=1)
+    for i, _ in enumerate(loader):
+        if i == 3:
+            zygote = loader._pools.zygote
+            assert zygote is not None and zygote.running
+            pid = zygote.pid
+            break
+    assert loader._pools.zygote is None and zygote.pid is None and gone(pid)
+    loader.close()
+
+
 def test_an_epoch_of_no_workers_forks_no_zygote_its_first_resize_does():
     """With ``fork_server=True`` an epoch of 0 workers forked its zygote at the start and stopped it at its
     first batch (no worker shares its pages: ``retire_idle_zygote``), a fork for nothing (helper-48 saw it);
