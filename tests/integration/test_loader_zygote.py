@@ -473,12 +473,13 @@ def test_stop_kills_a_zygote_that_does_not_exit():
 
 def test_a_stopped_zygote_is_never_forked_again():
     """stop() is final: a pool still starting that asked a stopped zygote would fork one that nothing stops."""
-    zygote = Zygote(())
+    zygote, never_ran = Zygote(()), Zygote(())
     zygote.ensure_running()
-    zygote.stop()
-    with pytest.raises(RuntimeError, match="the zygote was stopped"):
-        zygote.ensure_running()
-    assert zygote.pid is None
+    for stopped in (zygote, never_ran):
+        stopped.stop()
+        with pytest.raises(RuntimeError, match="the zygote was stopped"):
+            stopped.ensure_running()
+        assert stopped.pid is None
 
 
 def exit_with(code: int) -> None:
