@@ -411,6 +411,22 @@ def test_a_zygote_stopped_for_a_new_dataset_is_never_forked_again_by_pools_still
     assert got == list(range(200))
 
 
+def test_a_resize_for_a_new_dataset_leaves_the_zygote_of_running_workers_alone():
+    loader = zygote_loader(Indices(60), 1, num_workers=1, handover=2)
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(3)]
+        loader.resize(2)  # the zygote forks a pool of 1, woven beside the epoch's own
+        got += [next(it).item() for _ in range(10)]
+        zygote = loader._pools.zygote
+        assert len(workers_of(loader)) == 2
+        loader.dataset = Indices(60)  # a new object: the zygote holds the old one, which its worker serves
+        loader.resize(3)  # so this pool is forked here, and the zygote goes on
+        got += [b.item() for b in it]
+        assert zygote.pid is None  # retired with the epoch, not before
+    assert got == list(range(60))
+
+
 def test_a_pools_start_time_leaves_out_its_wait_for_another_pools_zygote_fork():
     # start_s (what the handover estimate learns from) is the time spent starting, not waiting: the
     # pacer's turns, and for the pools that wait for another's fork of the zygote, that wait too
