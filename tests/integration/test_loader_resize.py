@@ -421,6 +421,28 @@ def test_workers_held_at_their_gate_exit_when_the_training_process_dies(context,
                 os.kill(pid, 9)
 
 
+def test_workers_held_at_their_gate_exit_while_their_killed_training_process_is_not_yet_reaped():
+    """A killed process stays a zombie until its parent waits for it (a launcher busy elsewhere, a
+    container's init that reaps nothing): to its workers it has ended all the same."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        trainer = subprocess.Popen(
+            [sys.executable, "-c", GATED_ORPHANS, FORK, "1.0", "self"], stdout=subprocess.PIPE, text=True
+        )
+        pids = [int(p) for p in trainer.stdout.readline().split()]
+        try:
+            trainer.kill()
+            wait_until(lambda: gone(trainer.pid))  # a zombie, reaped only at the end of the test
+            assert len(pids) == 3 and psutil.Process(trainer.pid).status() == psutil.STATUS_ZOMBIE
+            wait_until(lambda: all(gone(p) for p in pids))
+        finally:
+            for pid in pids:
+                if not gone(pid):
+                    os.kill(pid, 9)
+            trainer.wait(30)
+            trainer.stdout.close()
+
+
 class WorkerNumber(Indices):
     """Each sample is (index, worker id, worker count) as ``get_worker_info()`` says in its worker."""
 

@@ -15,12 +15,15 @@ import logging
 import multiprocessing.queues
 import os
 import resource
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing import resource_tracker
 
 import pytest
 
+import adlrec.loader.resizable as resizable
 from adlrec.loader import ResizableLoader
 from tests.factories import Indices
 from tests.integration.test_loader_resize import live_children, wait_until
@@ -248,7 +251,32 @@ def test_a_start_that_runs_out_of_threads_is_a_start_the_system_cannot_make(monk
         )
 
 
+def test_a_pools_starting_thread_that_cannot_start_is_a_start_the_system_cannot_make(monkeypatch, caplog):
+    monkeypatch.setattr(resizable, "SPARE_STARTERS", 0)  # no thread started ahead: the pool starts its own
+    start = threading.Thread.start
+
+    def no_starting_thread(self):
+        if self.name == "adlrec-loader-start":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    with loader(handover=2) as ld:
+        it = iter(ld)
+        got = [next(it) for _ in range(3)]
+        with caplog.at_level(logging.WARNING, logger="adlrec.loader"):
+            monkeypatch.setattr(threading.Thread, "start", no_starting_thread)
+            ld.resize(3)
+            got += [next(it) for _ in range(6)]
+            monkeypatch.undo()
+        got += list(it)
+        assert flat(got) == list(range(40)) and ld.num_workers == 1
+        assert (
+            "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] cannot start the pool's" in caplog.text
+        )
+
+
 def test_failed_forks_leave_no_file_open(monkeypatch):
+    resource_tracker.ensure_running()  # the zygote's fork starts it, kept for the process's life: not a leak
     fds = open_fds()
     with loader(workers=2, fork_server=True) as ld:
         failing_forks(monkeypatch, *range(100))  # the zygote's fork and every worker's

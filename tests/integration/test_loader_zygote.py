@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import psutil
 import pytest
@@ -86,6 +88,20 @@ def test_the_epoch_forks_the_zygote_and_the_zygote_forks_every_resizes_workers()
         assert loader._pools.zygote is None and zygote.pid is None  # retired with the epoch, reaped
         assert not psutil.pid_exists(zygote_pid)  # the next epoch's resizes fork a fresh one
     assert got == list(range(120))
+
+
+def test_a_loop_that_breaks_out_of_an_epoch_stops_its_zygote_with_its_workers():
+    """A zygote none of whose workers run holds its own copy of every page training writes: it must not
+    wait for the next iter() or close()."""
+    loader = zygote_loader(Indices(40), 1, num_workers=1)
+    for i, _ in enumerate(loader):
+        if i == 3:
+            zygote = loader._pools.zygote
+            assert zygote is not None and zygote.running
+            pid = zygote.pid
+            break
+    assert loader._pools.zygote is None and zygote.pid is None and gone(pid)
+    loader.close()
 
 
 def test_an_epoch_of_no_workers_forks_no_zygote_its_first_resize_does():
@@ -251,6 +267,16 @@ def test_the_dataset_and_functions_reach_the_workers_by_reference_not_by_picklin
     assert out == [10 * i for i in range(40)]
 
 
+def test_a_zygote_stopped_with_its_epoch_lets_go_of_the_dataset_it_held():
+    data = Indices(20)
+    held = weakref.ref(data)
+    loader = zygote_loader(data, 1, num_workers=1)
+    assert [b.item() for b in loader] == list(range(20))  # the epoch's end stops its zygote
+    del loader, data
+    gc.collect()
+    assert held() is None, "the training process still holds a stopped zygote's dataset"
+
+
 def test_persistent_pools_keep_their_zygote_for_the_next_epoch_and_close_stops_it():
     loader = zygote_loader(Indices(40), 1, num_workers=1, persistent_workers=True, handover=1)
     with loader:
@@ -385,6 +411,22 @@ def test_a_zygote_stopped_for_a_new_dataset_is_never_forked_again_by_pools_still
     assert got == list(range(200))
 
 
+def test_a_resize_for_a_new_dataset_leaves_the_zygote_of_running_workers_alone():
+    loader = zygote_loader(Indices(60), 1, num_workers=1, handover=2)
+    with loader:
+        it = iter(loader)
+        got = [next(it).item() for _ in range(3)]
+        loader.resize(2)  # the zygote forks a pool of 1, woven beside the epoch's own
+        got += [next(it).item() for _ in range(10)]
+        zygote = loader._pools.zygote
+        assert len(workers_of(loader)) == 2
+        loader.dataset = Indices(60)  # a new object: the zygote holds the old one, which its worker serves
+        loader.resize(3)  # so this pool is forked here, and the zygote goes on
+        got += [b.item() for b in it]
+        assert zygote.pid is None  # retired with the epoch, not before
+    assert got == list(range(60))
+
+
 def test_a_pools_start_time_leaves_out_its_wait_for_another_pools_zygote_fork():
     # start_s (what the handover estimate learns from) is the time spent starting, not waiting: the
     # pacer's turns, and for the pools that wait for another's fork of the zygote, that wait too
@@ -422,6 +464,19 @@ def test_a_zygote_that_died_is_forked_again_at_the_next_resize():
     assert got == list(range(60))
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc")
+def test_a_request_to_a_zygote_that_died_fails_and_leaves_no_file_open():
+    zygote = Zygote(())
+    zygote.ensure_running()
+    os.kill(zygote.pid, signal.SIGKILL)  # the OOM killer, say, between a start's check and its request
+    wait_until(lambda: gone(zygote.pid))  # dead, not reaped: the zygote still looks running to a request
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        zygote.request([])
+    assert len(os.listdir("/proc/self/fd")) == fds
+    zygote.stop()
+
+
 def test_stop_kills_a_zygote_that_does_not_exit():
     zygote = Zygote(())
     zygote.ensure_running()
@@ -430,6 +485,17 @@ def test_stop_kills_a_zygote_that_does_not_exit():
     zygote.STOP_S = 0.2
     zygote.stop()
     assert zygote.pid is None and not psutil.pid_exists(pid)
+
+
+def test_a_stopped_zygote_is_never_forked_again():
+    """stop() is final: a pool still starting that asked a stopped zygote would fork one that nothing stops."""
+    zygote, never_ran = Zygote(()), Zygote(())
+    zygote.ensure_running()
+    for stopped in (zygote, never_ran):
+        stopped.stop()
+        with pytest.raises(RuntimeError, match="the zygote was stopped"):
+            stopped.ensure_running()
+        assert stopped.pid is None
 
 
 def exit_with(code: int) -> None:
@@ -454,8 +520,31 @@ def test_exit_codes_and_signals_of_a_zygote_child_reach_the_training_process():
         zygote.stop()
 
 
+def test_ctrl_c_leaves_the_zygote_serving_the_training_process():
+    """^C in a terminal signals the whole foreground process group, the zygote with it: what it means is
+    the training process's to decide (its KeyboardInterrupt), and a loop that goes on still has its zygote."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a run from a terminal has it
+    zygote = Zygote(())
+    ctx = ZygoteContext(zygote)
+    try:
+        first = ctx.Process(target=exit_with, args=(3,))
+        first.start()  # the zygote serves requests now
+        first.join(30)
+        pid = zygote.pid
+        os.kill(pid, signal.SIGINT)
+        second = ctx.Process(target=exit_with, args=(4,))
+        second.start()
+        second.join(30)
+        assert (first.exitcode, second.exitcode) == (3, 4)
+        assert zygote.running and zygote.pid == pid
+    finally:
+        zygote.stop()
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_no_process_forked_later_holds_a_zygote_alive():
     zygote = Zygote(())
+    zygote.STOP_S = 120.0  # past the join below: the zygote must exit by itself, not by stop()'s SIGKILL
     zygote.ensure_running()
     ctx = multiprocessing.get_context("fork")
     release = ctx.Event()

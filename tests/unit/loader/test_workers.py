@@ -39,7 +39,9 @@ def test_each_worker_passes_its_gate_only_when_that_gate_opens(method):
     assert gate.opened == [True, True]
     gate.close()
     gate.close()  # idempotent
-    gate.open(0)  # after close: a no-op, not an error
+    unopened = WorkerGate(1, ctx)
+    unopened.close()
+    unopened.open(0)  # after close: a no-op, not an error
 
 
 def test_a_pickled_gate_carries_only_the_workers_ends():
