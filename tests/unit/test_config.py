@@ -109,6 +109,8 @@ def test_the_documented_defaults_are_the_defaults():
     assert (s.service_policy, s.service_objective, s.service_threshold) == ("optimal", "busy_gpus", 0.05)
     assert (s.service_interval_s, s.service_debounce_s, s.service_ttl_s) == (30, 1, 120)  # docs/service.md
     assert (s.service_max_workers, s.service_measure_alpha, s.service_max_body_bytes) == (32, 0.5, 64 * 1024)
+    assert s.service_model_alias == "champion"
+    assert s.service_recompute_process and s.service_fast_heartbeat and s.service_live_runs  # on by default
 
 
 def test_the_stores_are_absolute_paths_in_the_data_dir_unless_named(tmp_path, monkeypatch):
@@ -116,6 +118,7 @@ def test_the_stores_are_absolute_paths_in_the_data_dir_unless_named(tmp_path, mo
     s = load_settings()
     assert s.artifact_root == tmp_path / ".adlrec" / "artifacts"
     assert s.resolved_store_url == f"sqlite:///{tmp_path / '.adlrec' / 'service.db'}"
+    assert s.datasets_dir == Path(".adlrec") / "datasets"  # README: <data-dir>/datasets
     named = load_settings(service_store_url="sqlite:////srv/jobs.db", service_webapp_dir=tmp_path / "ui")
     assert named.resolved_store_url == "sqlite:////srv/jobs.db" and named.resolved_webapp_dir == tmp_path / "ui"
 
