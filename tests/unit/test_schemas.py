@@ -46,7 +46,39 @@ def test_json_text_is_strict_json_with_null_for_a_non_finite_number():
 
     from adlrec.schemas import json_text
 
-    doc = {"rse": float("inf"), "x": [float("nan"), 1.5, {"y": float("-inf")}], "ok": True, "n": None}
+    doc = {
+        "rse": float("inf"),
+        "x": [float("nan"), 1.5, {"y": float("-inf")}],
+        "t": (2, float("inf")),
+        "ok": True,
+        "n": None,
+    }
     text = json_text(doc)
     assert "Infinity" not in text and "NaN" not in text
-    assert json.loads(text) == {"rse": None, "x": [None, 1.5, {"y": None}], "ok": True, "n": None}
+    expected = {"rse": None, "x": [None, 1.5, {"y": None}], "t": [2, None], "ok": True, "n": None}
+    assert text == json.dumps(expected, indent=2)  # indented, as profiles/ files are written
+
+
+def test_a_profile_with_every_optional_field_round_trips_through_its_json():
+    import json
+    from dataclasses import replace
+
+    from adlrec.schemas import json_text
+
+    p = make_profile()
+    p = replace(
+        p,
+        hardware=replace(p.hardware, physical_cores=None, gpus=(), gpu_note="NVML library not found"),
+        baseline=replace(p.baseline, ceiling_rse=float("inf"), ceiling_end=24.0, ceiling_end_rse=0.02),
+        points=(replace(p.points[0], rse=float("inf")), *p.points[1:]),
+        notes=("the ceiling moved 4% during the sweep",),
+    )
+    assert Profile.from_dict(json.loads(json_text(p.to_dict()))) == p
+
+
+def test_enough_and_best_do_not_depend_on_the_order_of_the_points():
+    from dataclasses import replace
+
+    p = make_profile(throughputs=(10.0, 95.0, 96.0, 100.0, 98.0))
+    backwards = replace(p, points=p.points[::-1])  # a checked profile's points need only be distinct
+    assert backwards.best.workers == 3 and backwards.enough().workers == 1

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from adlrec.allocate import optimal
@@ -29,28 +31,37 @@ def test_core_budget_takes_off_every_main_process():
     assert _request().worker_cores == 8 - 2 - 1
 
 
+BOUNDS = "need 0 <= min_workers ({}) <= max_workers ({}) <= len(curve) - 1 ({})"
+NOT_NEGATIVE = "gpus, weight, mem_per_worker_mb, main_cores must be >= 0"
+
+
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "message"),
     [
-        {"curve": ()},
-        {"curve": (1.0, -1.0)},
-        {"curve": (1.0, float("nan"))},
-        {"curve": (1.0, 2.0), "max_workers": 2},
-        {"curve": (1.0, 2.0), "min_workers": 2},
-        {"curve": (1.0, 2.0), "min_workers": 1, "max_workers": 0},
-        {"curve": (1.0,), "main_cores": -1},
-        {"curve": (1.0, float("inf"))},
-        {"curve": (1.0,), "gpus": -1},
-        {"curve": (1.0,), "weight": -1.0},
-        {"curve": (1.0,), "mem_per_worker_mb": -1},
-        {"curve": (1.0, 2.0), "min_workers": -1},
-        {"curve": (1.0,), "current_workers": -1},
-        {"curve": (1.0,), "requested_workers": -1},
+        ({"curve": ()}, "curve must have at least the w=0 point"),
+        ({"curve": (1.0, -1.0)}, "curve values must be finite and >= 0"),
+        ({"curve": (1.0, float("nan"))}, "curve values must be finite and >= 0"),
+        ({"curve": (1.0, 2.0), "max_workers": 2}, BOUNDS.format(0, 2, 1)),
+        ({"curve": (1.0, 2.0), "min_workers": 2}, BOUNDS.format(2, 1, 1)),
+        ({"curve": (1.0, 2.0), "min_workers": 1, "max_workers": 0}, BOUNDS.format(1, 0, 1)),
+        ({"curve": (1.0,), "main_cores": -1}, NOT_NEGATIVE),
+        ({"curve": (1.0, float("inf"))}, "curve values must be finite and >= 0"),
+        ({"curve": (1.0,), "gpus": -1}, NOT_NEGATIVE),
+        ({"curve": (1.0,), "weight": -1.0}, NOT_NEGATIVE),
+        ({"curve": (1.0,), "mem_per_worker_mb": -1}, NOT_NEGATIVE),
+        ({"curve": (1.0, 2.0), "min_workers": -1}, BOUNDS.format(-1, 1, 1)),
+        ({"curve": (1.0,), "current_workers": -1}, "current_workers must be >= 0"),
+        ({"curve": (1.0,), "requested_workers": -1}, "requested_workers must be >= 0"),
     ],
 )
-def test_bad_jobs_are_refused(kwargs):
-    with pytest.raises(ValueError):
+def test_bad_jobs_are_refused_naming_what_was_expected(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(f"job 'x': {message}")):
         JobDemand("x", **kwargs)
+
+
+def test_a_stored_job_with_a_field_this_version_does_not_know_reads_back():
+    job = _request().jobs[0]  # e.g. a plan a newer adlrec wrote to a store it shares
+    assert JobDemand.from_dict(job.to_dict() | {"added_later": 1}) == job
 
 
 @pytest.mark.parametrize(
