@@ -309,17 +309,20 @@ class JobDemand:
             raise ValueError(f"job {self.job_id!r}: curve must have at least the w=0 point")
         if any(not (t >= 0 and t < float("inf")) for t in self.curve):
             raise ValueError(f"job {self.job_id!r}: curve values must be finite and >= 0")
-        if self.gpus < 0 or self.weight < 0 or self.mem_per_worker_mb < 0 or self.main_cores < 0:
-            raise ValueError(f"job {self.job_id!r}: gpus, weight, mem_per_worker_mb, main_cores must be >= 0")
+        for name in ("gpus", "mem_per_worker_mb", "main_cores"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"job {self.job_id!r}: {name} must be >= 0, got {getattr(self, name)}")
+        if not (self.weight >= 0 and math.isfinite(self.weight)):  # NaN passed a `< 0` check into every objective
+            raise ValueError(f"job {self.job_id!r}: weight must be a finite number >= 0, got {self.weight}")
         if not 0 <= self.min_workers <= self.hi <= len(self.curve) - 1:
             raise ValueError(
                 f"job {self.job_id!r}: need 0 <= min_workers ({self.min_workers}) <= max_workers ({self.hi}) "
                 f"<= len(curve) - 1 ({len(self.curve) - 1})"
             )
         if self.current_workers is not None and self.current_workers < 0:
-            raise ValueError(f"job {self.job_id!r}: current_workers must be >= 0")
+            raise ValueError(f"job {self.job_id!r}: current_workers must be >= 0, got {self.current_workers}")
         if self.requested_workers < 0:
-            raise ValueError(f"job {self.job_id!r}: requested_workers must be >= 0")
+            raise ValueError(f"job {self.job_id!r}: requested_workers must be >= 0, got {self.requested_workers}")
 
     @property
     def hi(self) -> int:
@@ -352,8 +355,9 @@ class AllocationRequest:
 
     def __post_init__(self) -> None:
         _whole_numbers(self, "request", "cores", "memory_mb")
-        if self.cores < 0 or self.memory_mb < 0:
-            raise ValueError("cores and memory_mb must be >= 0")
+        for name in ("cores", "memory_mb"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"request: {name} must be >= 0, got {getattr(self, name)}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if not (self.threshold >= 0 and math.isfinite(self.threshold)):

@@ -32,7 +32,7 @@ def test_core_budget_takes_off_every_main_process():
 
 
 BOUNDS = "need 0 <= min_workers ({}) <= max_workers ({}) <= len(curve) - 1 ({})"
-NOT_NEGATIVE = "gpus, weight, mem_per_worker_mb, main_cores must be >= 0"
+WEIGHT = "weight must be a finite number >= 0, got {}"
 
 
 @pytest.mark.parametrize(
@@ -44,14 +44,16 @@ NOT_NEGATIVE = "gpus, weight, mem_per_worker_mb, main_cores must be >= 0"
         ({"curve": (1.0, 2.0), "max_workers": 2}, BOUNDS.format(0, 2, 1)),
         ({"curve": (1.0, 2.0), "min_workers": 2}, BOUNDS.format(2, 1, 1)),
         ({"curve": (1.0, 2.0), "min_workers": 1, "max_workers": 0}, BOUNDS.format(1, 0, 1)),
-        ({"curve": (1.0,), "main_cores": -1}, NOT_NEGATIVE),
+        ({"curve": (1.0,), "main_cores": -1}, "main_cores must be >= 0, got -1"),
         ({"curve": (1.0, float("inf"))}, "curve values must be finite and >= 0"),
-        ({"curve": (1.0,), "gpus": -1}, NOT_NEGATIVE),
-        ({"curve": (1.0,), "weight": -1.0}, NOT_NEGATIVE),
-        ({"curve": (1.0,), "mem_per_worker_mb": -1}, NOT_NEGATIVE),
+        ({"curve": (1.0,), "gpus": -1}, "gpus must be >= 0, got -1"),
+        ({"curve": (1.0,), "weight": -1.0}, WEIGHT.format(-1.0)),
+        ({"curve": (1.0,), "weight": float("nan")}, WEIGHT.format("nan")),  # passed a `< 0` check
+        ({"curve": (1.0,), "weight": float("inf")}, WEIGHT.format("inf")),
+        ({"curve": (1.0,), "mem_per_worker_mb": -1}, "mem_per_worker_mb must be >= 0, got -1"),
         ({"curve": (1.0, 2.0), "min_workers": -1}, BOUNDS.format(-1, 1, 1)),
-        ({"curve": (1.0,), "current_workers": -1}, "current_workers must be >= 0"),
-        ({"curve": (1.0,), "requested_workers": -1}, "requested_workers must be >= 0"),
+        ({"curve": (1.0,), "current_workers": -1}, "current_workers must be >= 0, got -1"),
+        ({"curve": (1.0,), "requested_workers": -1}, "requested_workers must be >= 0, got -1"),
     ],
 )
 def test_bad_jobs_are_refused_naming_what_was_expected(kwargs, message):
@@ -89,9 +91,9 @@ def test_cores_and_memory_of_a_request_must_be_whole_numbers(kwargs):
         AllocationRequest(**({"cores": 8, "memory_mb": 100, "jobs": ()} | kwargs))
 
 
-@pytest.mark.parametrize("kwargs", [{"cores": -1}, {"memory_mb": -1}])
-def test_negative_cores_or_memory_of_a_request_are_refused(kwargs):
-    with pytest.raises(ValueError, match="cores and memory_mb must be >= 0"):
+@pytest.mark.parametrize(("kwargs", "message"), [({"cores": -1}, "cores"), ({"memory_mb": -2}, "memory_mb")])
+def test_negative_cores_or_memory_of_a_request_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=f"request: {message} must be >= 0, got {kwargs[message]}$"):
         AllocationRequest(**({"cores": 8, "memory_mb": 100, "jobs": ()} | kwargs))
 
 
