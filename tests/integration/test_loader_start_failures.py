@@ -229,26 +229,35 @@ def test_a_pool_stopped_after_some_of_its_forks_stops_the_workers_that_started()
     gc.collect()
 
 
-def test_a_start_that_runs_out_of_threads_is_a_start_the_system_cannot_make(monkeypatch, caplog):
-    # CPython raises RuntimeError("can't start new thread") when no thread can start (out of processes);
-    # torch starts one per worker queue as it hands the pool its first batches, after the forks
-    with loader(handover=2, background_start=False) as ld:
+def _a_grow_that_fails(monkeypatch, caplog, fail, **options) -> str:
+    """Resize 1 -> 3 while ``fail()``'s patches are in place: the loop goes on with its one worker and loses
+    no sample. Returns what the loader logged."""
+    with loader(handover=2, **options) as ld:
         it = iter(ld)
         got = [next(it) for _ in range(3)]
-
-        def no_thread(self):
-            raise RuntimeError("can't start new thread")
-
         with caplog.at_level(logging.WARNING, logger="adlrec.loader"):
-            monkeypatch.setattr(multiprocessing.queues.Queue, "_start_thread", no_thread)
+            fail()
             ld.resize(3)
             got += [next(it) for _ in range(6)]
             monkeypatch.undo()
         got += list(it)
         assert flat(got) == list(range(40)) and ld.num_workers == 1
-        assert (
-            "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] can't start new thread)" in caplog.text
-        )
+    return caplog.text
+
+
+def test_a_start_that_runs_out_of_threads_is_a_start_the_system_cannot_make(monkeypatch, caplog):
+    # CPython raises RuntimeError("can't start new thread") when no thread can start (out of processes);
+    # torch starts one per worker queue as it hands the pool its first batches, after the forks
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    said = _a_grow_that_fails(
+        monkeypatch,
+        caplog,
+        lambda: monkeypatch.setattr(multiprocessing.queues.Queue, "_start_thread", no_thread),
+        background_start=False,
+    )
+    assert "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] can't start new thread)" in said
 
 
 def test_a_pools_starting_thread_that_cannot_start_is_a_start_the_system_cannot_make(monkeypatch, caplog):
@@ -260,19 +269,10 @@ def test_a_pools_starting_thread_that_cannot_start_is_a_start_the_system_cannot_
             raise RuntimeError("can't start new thread")
         start(self)
 
-    with loader(handover=2) as ld:
-        it = iter(ld)
-        got = [next(it) for _ in range(3)]
-        with caplog.at_level(logging.WARNING, logger="adlrec.loader"):
-            monkeypatch.setattr(threading.Thread, "start", no_starting_thread)
-            ld.resize(3)
-            got += [next(it) for _ in range(6)]
-            monkeypatch.undo()
-        got += list(it)
-        assert flat(got) == list(range(40)) and ld.num_workers == 1
-        assert (
-            "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] cannot start the pool's" in caplog.text
-        )
+    said = _a_grow_that_fails(
+        monkeypatch, caplog, lambda: monkeypatch.setattr(threading.Thread, "start", no_starting_thread)
+    )
+    assert "could not start 2 DataLoader workers (BlockingIOError: [Errno 11] cannot start the pool's" in said
 
 
 def test_failed_forks_leave_no_file_open(monkeypatch):
