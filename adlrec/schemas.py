@@ -309,7 +309,7 @@ class JobDemand:
             raise ValueError(f"job {self.job_id!r}: curve must have at least the w=0 point")
         if any(not (t >= 0 and t < float("inf")) for t in self.curve):
             raise ValueError(f"job {self.job_id!r}: curve values must be finite and >= 0")
-        for name in ("gpus", "mem_per_worker_mb", "main_cores"):
+        for name in ("gpus", "mem_per_worker_mb", "main_cores", "requested_workers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"job {self.job_id!r}: {name} must be >= 0, got {getattr(self, name)}")
         if not (self.weight >= 0 and math.isfinite(self.weight)):  # NaN passed a `< 0` check into every objective
@@ -321,8 +321,6 @@ class JobDemand:
             )
         if self.current_workers is not None and self.current_workers < 0:
             raise ValueError(f"job {self.job_id!r}: current_workers must be >= 0, got {self.current_workers}")
-        if self.requested_workers < 0:
-            raise ValueError(f"job {self.job_id!r}: requested_workers must be >= 0, got {self.requested_workers}")
 
     @property
     def hi(self) -> int:

@@ -244,8 +244,8 @@ class Controller:
             self._safe("follow", lambda: self._follow_once(job_id, first))  # noqa: B023 (called here)
 
     def _follow_once(self, job_id: str, first: bool) -> None:
-        answer = self._safe("follow", lambda: self.client.follow(job_id, first=first))
-        self._apply(answer, getattr(self.loader, "num_workers", None))
+        """One read and apply of a follower (its caller guards it: a failed read is logged as ``follow``)."""
+        self._apply(self.client.follow(job_id, first=first), getattr(self.loader, "num_workers", None))
 
     def beat(self) -> None:
         """One heartbeat; apply the answer if it carries a plan not applied yet."""
