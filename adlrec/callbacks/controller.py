@@ -278,10 +278,17 @@ class Controller:
         self._safe("resize", lambda: self.loader.request_resize(answer.workers))
 
     def _safe(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn``; log what it raised (once per kind) instead of raising.
+
+        The client logs a service that is down or refuses and returns None, so what reaches here is a
+        bug (adlrec's, or a loader's or client's of the user's): the log keeps its traceback, once.
+        """
         try:
             return fn()
         except Exception as exc:  # the training job must never die because of adlrec
             if what not in self._failed:
                 self._failed.add(what)
-                log.warning("adlrec %s failed (%s: %s); training continues", what, type(exc).__name__, exc)
+                log.warning(
+                    "adlrec %s failed (%s: %s); training continues", what, type(exc).__name__, exc, exc_info=exc
+                )
             return None

@@ -168,6 +168,10 @@ def test_a_client_that_raises_never_reaches_the_loop_and_is_logged_once_per_kind
     said = [r.getMessage() for r in caplog.records]
     assert sorted(m.split(" failed")[0] for m in said) == ["adlrec finish", "adlrec heartbeat", "adlrec register"]
     assert all("(RuntimeError: the client broke); training continues" in m for m in said)
+    # what reaches the guard is a bug, not a service that is down (the client logs those): its traceback
+    # is kept, once per kind, naming where it was raised
+    assert all(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+    assert caplog.text.count("Traceback") == 3 and "in register" in caplog.text
 
 
 def test_a_fault_in_measuring_never_ends_the_heartbeat_thread(caplog):
