@@ -382,9 +382,9 @@ class AllocationRequest:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AllocationRequest:
-        return cls(
-            cores=int(d["cores"]),
-            memory_mb=int(d["memory_mb"]),
+        return cls(  # cores and memory as stored: the record refuses a fraction rather than truncate it
+            cores=d["cores"],
+            memory_mb=d["memory_mb"],
             jobs=tuple(JobDemand.from_dict(j) for j in d["jobs"]),
             objective=d.get("objective", "busy_gpus"),
             threshold=float(d.get("threshold", 0.0)),

@@ -27,6 +27,13 @@ def test_request_and_plan_round_trip_through_dicts():
     assert plan.policy == "optimal" and set(plan.reasons) == {"a", "b"}
 
 
+@pytest.mark.parametrize("field", ["cores", "memory_mb"])
+def test_a_request_read_back_with_a_fraction_is_refused_not_truncated(field):
+    stored = _request().to_dict() | {field: 7.9}
+    with pytest.raises(ValueError, match=f"request: {field} must be a whole number, got 7.9"):
+        AllocationRequest.from_dict(stored)
+
+
 def test_core_budget_takes_off_every_main_process():
     assert _request().worker_cores == 8 - 2 - 1
 
