@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
+import time
 
 import psutil
 import pytest
@@ -40,6 +42,18 @@ def loader_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("adlrec-loader") or "Feeder" in t.name}
 
 
+def threads_left(before: set[threading.Thread]) -> set[threading.Thread]:
+    """The loader's threads beyond ``before``.  Its own must have ended already; a torch queue's feeder
+    thread ends on its own a moment after the queue is closed (torch closes it without joining it: 1 run
+    in 20 or so on a loaded machine still saw one), so feeders get a bounded wait."""
+    deadline = time.monotonic() + 30  # a bound on waiting, not a timing check
+    while True:
+        left = loader_threads() - before
+        if not any("Feeder" in t.name for t in left) or time.monotonic() > deadline:
+            return left
+        time.sleep(0.01)
+
+
 def make(**kw) -> ResizableLoader:
     return ResizableLoader(Indices(40), 2, num_workers=2, multiprocessing_context="fork", **kw)
 
@@ -55,7 +69,7 @@ def test_an_iterator_dropped_mid_epoch_stops_its_workers_as_a_dataloaders_does(p
     assert workers() - before  # while the loop holds the iterator, its epoch may go on
     del it  # its epoch cannot go on
     assert workers() <= before  # stopped and reaped
-    assert loader_threads() <= threads_before
+    assert not threads_left(threads_before)
     state = loader.state_dict()
     assert (state["epoch"], state["batches_consumed"]) == (0, 4)  # where the loop stood
     assert [b.tolist() for b in loader][0] == [0, 1]  # the next pass, as before (epoch 1 of no shuffle)
@@ -69,7 +83,7 @@ def test_a_loop_that_breaks_out_stops_the_epochs_workers():
         if i == 3:
             break
     assert workers() <= before
-    assert loader_threads() <= threads_before
+    assert not threads_left(threads_before)
     loader.close()
 
 
@@ -87,7 +101,7 @@ def test_a_step_that_raises_mid_epoch_leaves_no_worker_thread_or_file_open():
         train()
     gc.collect()
     assert workers() <= before
-    assert loader_threads() <= threads_before
+    assert not threads_left(threads_before)
     assert len(os.listdir("/proc/self/fd")) <= fds
     loader.close()
 
@@ -163,6 +177,8 @@ def test_after_a_dataset_error_the_next_batch_is_an_error_naming_it_not_a_silent
 
 
 def test_a_killed_worker_is_named_and_later_batches_say_the_epoch_stopped():
+    """A loop that logs each error and asks on, as it may with a DataLoader, is told which worker died,
+    then that the epoch stopped: never a silently shorter epoch."""
     import signal
 
     before = workers()  # an earlier test's helpers (a fork server) are no victims
@@ -170,10 +186,19 @@ def test_a_killed_worker_is_named_and_later_batches_say_the_epoch_stopped():
     it = iter(loader)
     next(it)
     victim = min(workers() - before)
-    os.kill(victim, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match=f"DataLoader worker \\(pid.*{victim}"):
-        for _ in range(len(loader)):
+    errors = []
+    try:
+        os.kill(victim, signal.SIGKILL)  # torch's SIGCHLD handler may raise here already, as anywhere in a loop
+    except RuntimeError as exc:
+        errors.append(str(exc))
+    for _ in range(len(loader) + 1):
+        try:
             next(it)
-    with pytest.raises(RuntimeError, match="ResizableLoader: this epoch stopped at batch"):
-        next(it)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+    named = re.compile(f"DataLoader worker \\(pid.*{victim}")
+    stopped = "ResizableLoader: this epoch stopped at batch"
+    assert named.search(errors[0]), errors
+    assert errors[-1].startswith(stopped), errors
+    assert all(named.search(e) or e.startswith(stopped) for e in errors), errors
     loader.close()
