@@ -278,13 +278,20 @@ function coreBar(node, plan, active) {
   const free = Math.max(0, node.cores - plan.cores_used);
   const seg = (width, cls, label, style) =>
     h("span", { class: `seg ${cls}`, style: `flex-grow:${width};${style || ""}`, title: label });
-  return h(
+  const bar = h(
     "div",
     { class: "cores", role: "img", "aria-label": `${plan.cores_used} of ${node.cores} cores used` },
     mains ? seg(mains, "mains", `${plural(mains, "core")} for training processes`) : null,
     parts.map(([id, w]) => seg(w, "job", `${id}: ${plural(w, "worker")}`, `background:${colour(id)}`)),
     free ? seg(free, "free", `${plural(free, "core")} free`) : null,
   );
+  // each job's colour is keyed by the swatch in its row below; the grey of the main processes was said only
+  // in a tooltip (title), which no keyboard, touch screen or screen reader reached
+  const key = mains
+    ? h("p", { class: "legend bar-key" },
+        h("span", { class: "key" }, h("span", { class: "swatch mains" }), `training processes: ${plural(mains, "core")}`))
+    : null;
+  return [bar, key];
 }
 
 function jobLink(id) {

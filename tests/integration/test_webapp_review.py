@@ -241,3 +241,33 @@ def test_why_the_model_is_the_fallback_is_text_and_a_job_page_has_its_title(serv
     wait_for(browser, lambda d: d.title == "Job titled · adlrec", "the job's page's title")
     browser.execute_script("location.hash = ''")
     wait_for(browser, lambda d: d.title == "adlrec: loader workers per job", "the page's own title again")
+
+
+def test_the_node_bars_grey_has_a_key_as_each_jobs_colour_has(service, browser):
+    # the grey segment (the cores the jobs' main processes use) was named only by its title, a tooltip that no
+    # keyboard, touch screen or screen reader reaches; each job's colour is keyed by the swatch in its row
+    srv, http = service
+    assert http.put("/nodes/gpu-k", json={"cores": 8, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    register(http, "gpu-k", "keyed", STEEP)
+    register(http, "gpu-k", "keyed2", STEEP)
+    recompute(http)
+    mains = sum(j["main_cores"] for j in http.get("/jobs?status=active").json())
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: {"keyed", "keyed2"} <= set(rows(d)), "the jobs")
+    card = "article[data-node='gpu-k']"
+    assert text(browser, f"{card} .bar-key") == f"training processes: {mains} cores"
+    key, seg = browser.execute_script(
+        "return [...arguments].map(s => getComputedStyle(document.querySelector(s)).backgroundColor)",
+        f"{card} .bar-key .swatch",
+        f"{card} .cores .seg.mains",
+    )
+    assert key == seg and key not in ("rgba(0, 0, 0, 0)", "transparent"), (key, seg)
+    # shown, under the bar and above the table
+    assert browser.execute_script(
+        """const [bar, key, table] = [...arguments].map(s => document.querySelector(s).getBoundingClientRect());
+           return key.height > 0 && key.top >= bar.bottom && key.bottom <= table.top;""",
+        f"{card} .cores",
+        f"{card} .bar-key",
+        f"{card} table.jobs",
+    )
+
