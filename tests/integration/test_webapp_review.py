@@ -271,3 +271,21 @@ def test_the_node_bars_grey_has_a_key_as_each_jobs_colour_has(service, browser):
         f"{card} table.jobs",
     )
 
+
+def test_a_plan_that_empties_a_node_says_so_in_the_plans_chart_and_table(service, browser):
+    # the node's last job ended: its plan holds no job, and the chart drew an empty column, the table an empty cell
+    srv, http = service
+    register(http, "gpu-e", "last", STEEP)
+    (full,) = recompute(http)
+    assert http.post("/jobs/last/finish", headers=AUTH).status_code == 200
+    (empty,) = recompute(http)
+    assert empty["workers"] == {}
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 2, "both plans")
+    assert text(browser, f"#history-table tr[data-plan='{empty['plan_id']}'] td:last-child") == "no jobs"
+    assert "last: " in text(browser, f"#history-table tr[data-plan='{full['plan_id']}'] td:last-child")
+    (note,) = boxes(browser, "#history-chart svg .no-workers")
+    assert note["text"].startswith("no jobs")
+    # in the second (newest) column, right of the first one's bar
+    (bar,) = boxes(browser, "#history-chart svg rect")
+    assert note["x"] >= bar["right"] and note["right"] <= 620, (note, bar)
