@@ -280,15 +280,18 @@ def test_a_plan_that_empties_a_node_says_so_in_the_plans_chart_and_table(service
     assert http.post("/jobs/last/finish", headers=AUTH).status_code == 200
     (empty,) = recompute(http)
     assert empty["workers"] == {}
+    register(http, "gpu-e", "idle", [100.0, 100.0, 100.0])  # as fast without a worker as with any: it gets none
+    (zero,) = recompute(http)
+    assert zero["workers"] == {"idle": 0}
     browser.get(f"{srv.url}/ui/?refresh=60")
-    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 2, "both plans")
+    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 3, "the three plans")
     assert text(browser, f"#history-table tr[data-plan='{empty['plan_id']}'] td:last-child") == "no jobs"
     assert "last: " in text(browser, f"#history-table tr[data-plan='{full['plan_id']}'] td:last-child")
-    (note,) = boxes(browser, "#history-chart svg .no-workers")
-    assert note["text"].startswith("no jobs")
-    # in the second (newest) column, right of the first one's bar
+    notes = boxes(browser, "#history-chart svg .no-workers")
+    assert [n["text"].split("plan #")[0] for n in notes] == ["no jobs", "0 workers"], notes
+    # in the second and third (newest) columns, right of the first one's bar
     (bar,) = boxes(browser, "#history-chart svg rect")
-    assert note["x"] >= bar["right"] and note["right"] <= 620, (note, bar)
+    assert bar["right"] <= notes[0]["x"] < notes[0]["right"] <= notes[1]["x"] < notes[1]["right"] <= 620, (bar, notes)
     # one node: no menu to pick another
     assert browser.execute_script("return document.getElementById('history-pick').hidden")
 
