@@ -268,6 +268,22 @@ def test_jobs_get_colours_of_their_own_and_the_refresh_is_at_most_a_day(service,
     assert text(browser, "#every") == "86400"
 
 
+def test_two_jobs_whose_hues_nearly_match_still_differ_in_lightness(service, browser):
+    # j7 and j9 hash to hues 1 degree apart (191, 190): the hash's other bits give them two lightnesses
+    srv, http = service
+    for job_id in ("j7", "j9"):
+        register(http, "gpu-hue", job_id, STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: {"j7", "j9"} <= set(rows(d)), "the two jobs")
+    rgb = browser.execute_script(
+        """return ["j7", "j9"].map(id => getComputedStyle(document.querySelector(`tr[data-job="${id}"] .swatch`))
+             .backgroundColor.match(/\\d+/g).slice(0, 3).map(Number));"""
+    )
+    distance = sum((a - b) ** 2 for a, b in zip(*rgb, strict=True)) ** 0.5
+    assert distance > 30, rgb  # one lightness: about 3 apart, the same colour to the eye
+
+
 def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):
     settings = service_settings(tmp_path)
     srv = LiveServer(create_app(settings)).__enter__()
