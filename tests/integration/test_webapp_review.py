@@ -402,3 +402,18 @@ def test_a_node_whose_last_plan_failed_is_shown_with_its_problem_after_its_jobs_
     browser.get(f"{srv.url}/ui/?refresh=60")
     wait_for(browser, lambda d: texts(d, "#node-list article.node"), "the node")
     assert text(browser, "#node-list > article[data-node='tiny'] .problem") == f"no plan fits: {node['problem']}"
+
+
+def test_expected_is_what_the_plan_expected_not_what_was_measured_since(service, browser):
+    # the 'expected' column is the allocator's number for the planned count, beside what the job measured since
+    srv, http = service
+    register(http, "gpu-m", "since", STEEP)
+    (plan,) = recompute(http)
+    w = plan["workers"]["since"]
+    assert plan["throughput"]["since"] == 100.0
+    r = http.post("/jobs/since/heartbeat", json={"throughput": 80.0, "workers": w}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert http.get("/jobs/since").json()["curve"][w] == 80.0  # the job's curve has the measurement now
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: "since" in rows(d), "the job")
+    assert texts(browser, "tr[data-job='since'] td")[3:7] == [str(w), "80", "100", "100%"]
