@@ -278,13 +278,20 @@ function coreBar(node, plan, active) {
   const free = Math.max(0, node.cores - plan.cores_used);
   const seg = (width, cls, label, style) =>
     h("span", { class: `seg ${cls}`, style: `flex-grow:${width};${style || ""}`, title: label });
-  return h(
+  const bar = h(
     "div",
     { class: "cores", role: "img", "aria-label": `${plan.cores_used} of ${node.cores} cores used` },
     mains ? seg(mains, "mains", `${plural(mains, "core")} for training processes`) : null,
     parts.map(([id, w]) => seg(w, "job", `${id}: ${plural(w, "worker")}`, `background:${colour(id)}`)),
     free ? seg(free, "free", `${plural(free, "core")} free`) : null,
   );
+  // each job's colour is keyed by the swatch in its row below; the grey of the main processes was said only
+  // in a tooltip (title), which no keyboard, touch screen or screen reader reached
+  const key = mains
+    ? h("p", { class: "legend bar-key" },
+        h("span", { class: "key" }, h("span", { class: "swatch mains" }), `training processes: ${plural(mains, "core")}`))
+    : null;
+  return [bar, key];
 }
 
 function jobLink(id) {
@@ -475,7 +482,9 @@ function renderHistory(page, nodePlans, nodes) {
         h("td", {}, p.policy),
         h("td", { class: "n" }, num(p.objective, 3)),
         h("td", { class: "n" }, p.cores_used),
-        h("td", { class: "ids" }, Object.entries(p.workers).map(([id, w], i) => [i ? ", " : "", jobLink(id), `: ${w}`])),
+        Object.keys(p.workers).length
+          ? h("td", { class: "ids" }, Object.entries(p.workers).map(([id, w], i) => [i ? ", " : "", jobLink(id), `: ${w}`]))
+          : h("td", { class: "empty" }, noWorkersText(p)),
       ),
     ),
   );
@@ -495,6 +504,14 @@ function renderPicker(nodes) {
   document.getElementById("history-pick").hidden = names.length < 2;
 }
 
+// What a plan that gave no worker says, in the history's table and chart: it holds no job, or only jobs at 0.
+const noWorkersText = (p) => (Object.keys(p.workers).length ? "0 workers" : "no jobs");
+
+// Its column in the plans chart: the words, written upwards from the foot of the column.
+const noWorkers = (p, cx, foot) =>
+  s("text", { class: "tick no-workers", x: cx + 4, y: foot - 4, transform: `rotate(-90 ${cx + 4} ${foot - 4})` },
+    noWorkersText(p), s("title", {}, `plan #${p.plan_id} at ${clock(p.created_at)}: ${noWorkersText(p)}`));
+
 function historyChart(plans) {
   if (!plans.length) return h("div", {});
   const ordered = [...plans].reverse(); // oldest first
@@ -504,6 +521,8 @@ function historyChart(plans) {
   const y = (v) => H - m.b - (v / most) * (H - m.t - m.b);
   const ids = [...new Set(ordered.flatMap((p) => Object.keys(p.workers)))];
   const bars = ordered.map((p, i) => {
+    // a plan that gave no worker (its node's last job ended: no job at all) drew an empty column
+    if (!Object.values(p.workers).some((w) => w > 0)) return noWorkers(p, m.l + (i + 0.5) * bw, y(0));
     let base = 0;
     return Object.entries(p.workers).map(([id, w]) => {
       const rect = s("rect", { x: m.l + i * bw + 1, width: Math.max(1, bw - 2), y: y(base + w), height: y(base) - y(base + w), fill: colour(id) },

@@ -268,6 +268,22 @@ def test_jobs_get_colours_of_their_own_and_the_refresh_is_at_most_a_day(service,
     assert text(browser, "#every") == "86400"
 
 
+def test_two_jobs_whose_hues_nearly_match_still_differ_in_lightness(service, browser):
+    # j7 and j9 hash to hues 1 degree apart (191, 190): the hash's other bits give them two lightnesses
+    srv, http = service
+    for job_id in ("j7", "j9"):
+        register(http, "gpu-hue", job_id, STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: {"j7", "j9"} <= set(rows(d)), "the two jobs")
+    rgb = browser.execute_script(
+        """return ["j7", "j9"].map(id => getComputedStyle(document.querySelector(`tr[data-job="${id}"] .swatch`))
+             .backgroundColor.match(/\\d+/g).slice(0, 3).map(Number));"""
+    )
+    distance = sum((a - b) ** 2 for a, b in zip(*rgb, strict=True)) ** 0.5
+    assert distance > 30, rgb  # one lightness: about 3 apart, the same colour to the eye
+
+
 def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):
     settings = service_settings(tmp_path)
     srv = LiveServer(create_app(settings)).__enter__()
@@ -361,6 +377,40 @@ def test_a_refresh_that_answers_late_does_not_draw_over_a_newer_one(service, bro
     assert browser.execute_script("return location.hash") == "#job/fast"
 
 
+# fetch, wrapped in the page: the next request for /model waits for window.__fail(), then fails as a network error
+# does; the requests after it go through
+FAIL_NEXT_MODEL_READ = """
+const plainFetch = window.fetch;
+let armed = true;
+window.fetch = (url, opts) => {
+  if (armed && String(url).endsWith("/model")) {
+    armed = false;
+    return new Promise((_, fail) => { window.__fail = () => fail(new TypeError("Failed to fetch")); });
+  }
+  return plainFetch(url, opts);
+};
+"""
+
+
+def test_a_refresh_that_fails_after_a_newer_one_was_drawn_raises_no_banner(service, browser):
+    # the failed read is older than what the page shows: "cannot read the service" over a page just read is wrong
+    srv, http = service
+    register(http, "gpu-e", "one", STEEP)
+    register(http, "gpu-e", "two", FLAT)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: set(rows(d)) == {"one", "two"}, "both jobs")
+    browser.execute_script(FAIL_NEXT_MODEL_READ)
+    browser.execute_script("location.hash = '#job/one'")  # this refresh's read of /model hangs...
+    wait_for(browser, lambda d: d.execute_script("return typeof window.__fail === 'function'"), "the held request")
+    browser.execute_script("location.hash = '#job/two'")  # ... while a newer one reads everything and is drawn
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job two", "the job picked last")
+    # the failure runs to the end of its refresh in microtasks, long before a timer of 100 ms fires
+    browser.execute_async_script("window.__fail(); setTimeout(arguments[0], 100)")
+    assert browser.execute_script("return document.getElementById('error').hidden"), text(browser, "#error")
+    assert text(browser, "#job-title") == "Job two"
+
+
 def test_a_changed_ui_file_is_read_again_not_taken_from_the_browser_cache(tmp_path, browser):
     # an upgraded service with last month's app.js still in the browser: without Cache-Control the browser may
     # reuse a file whose Last-Modified is old for a tenth of its age (days), against the new service's API
@@ -400,15 +450,29 @@ def test_the_page_and_what_it_links_to_work_offline_or_say_they_need_the_interne
         assert not outside or "internet" in footer, (href, outside)
 
 
+# run before the page's own script: the delay of every setInterval it starts, in window.__every
+RECORD_TIMERS = """
+window.__every = [];
+const plainInterval = window.setInterval;
+window.setInterval = (run, ms, ...args) => { window.__every.push(ms); return plainInterval(run, ms, ...args); };
+"""
+
+
 @pytest.mark.parametrize(
     ("asked", "every"),
     [("-1", "5"), ("-86400", "5"), ("0", "5"), ("abc", "5"), ("", "5"), ("NaN", "5"), ("0.2", "1"), ("2", "2")],
 )
 def test_a_refresh_that_is_not_a_positive_number_of_seconds_is_the_default(service, browser, asked, every):
     srv, http = service
-    browser.get(f"{srv.url}/ui/?refresh={asked}")
-    wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
-    assert text(browser, "#every") == every  # -1 was taken as 1 s: a typo made the page poll every second
+    # the page's timers, recorded: what the footer says is what the page does
+    timers = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_TIMERS})
+    try:
+        browser.get(f"{srv.url}/ui/?refresh={asked}")
+        wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
+        assert text(browser, "#every") == every  # -1 was taken as 1 s: a typo made the page poll every second
+        assert browser.execute_script("return window.__every") == [int(every) * 1000]
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": timers["identifier"]})
 
 
 def test_the_page_may_load_and_run_only_what_the_service_serves(service, browser):
@@ -498,7 +562,8 @@ def test_a_point_measured_past_the_curves_end_is_drawn_where_it_was_measured(ser
     last_x = float(attr(browser, "#job polyline.used", "points").split()[-1].split(",")[0])
     cx = float(attr(browser, "#job svg > circle.measured", "cx"))
     assert cx > last_x, (cx, last_x)
-    assert "10" in texts(browser, "#job .chart text.tick")  # the axis reaches the count it was measured at
+    # the axis reaches the count it was measured at, each count labelled (up to 16 of them)
+    assert texts(browser, "#job .chart text.tick[text-anchor='middle']") == [str(w) for w in range(11)]
 
 
 def test_the_plans_chart_opens_on_a_node_with_active_jobs(service, browser):
@@ -575,6 +640,7 @@ def test_a_store_that_is_down_leaves_what_memory_holds_on_the_page_and_says_what
             "unavailable (its database did not answer); the service's log says why); the rest is current"
         ), text(browser, "#error")
         assert "cores and memory unknown" in text(browser, "article[data-node='gpu-s'] h3 .meta")
+        assert not texts(browser, "article[data-node='gpu-s'] .cores")  # no bar of a budget not known
         assert text(browser, "#history-table tbody") == "the plan history cannot be read now"
         # an active job's page is drawn from memory; an ended one's needs the store
         wait_for(browser, lambda d: texts(d, "#job polyline.used"), "the active job's curve")

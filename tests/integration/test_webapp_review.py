@@ -8,7 +8,7 @@ import pytest
 
 from adlrec.service import create_app
 from tests.integration import test_webapp
-from tests.integration.test_webapp import AUTH, STEEP, recompute, register, rows, text, texts, wait_for
+from tests.integration.test_webapp import AUTH, STEEP, attr, recompute, register, rows, text, texts, wait_for
 from tests.service_helpers import LiveServer, ManualClock
 
 browser = test_webapp.browser  # the fixtures: one Chromium for this module, a fresh service per test
@@ -241,3 +241,179 @@ def test_why_the_model_is_the_fallback_is_text_and_a_job_page_has_its_title(serv
     wait_for(browser, lambda d: d.title == "Job titled · adlrec", "the job's page's title")
     browser.execute_script("location.hash = ''")
     wait_for(browser, lambda d: d.title == "adlrec: loader workers per job", "the page's own title again")
+
+
+def test_the_node_bars_grey_has_a_key_as_each_jobs_colour_has(service, browser):
+    # the grey segment (the cores the jobs' main processes use) was named only by its title, a tooltip that no
+    # keyboard, touch screen or screen reader reaches; each job's colour is keyed by the swatch in its row
+    srv, http = service
+    assert http.put("/nodes/gpu-k", json={"cores": 8, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    register(http, "gpu-k", "keyed", STEEP)
+    register(http, "gpu-k", "keyed2", STEEP)
+    recompute(http)
+    mains = sum(j["main_cores"] for j in http.get("/jobs?status=active").json())
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: {"keyed", "keyed2"} <= set(rows(d)), "the jobs")
+    card = "article[data-node='gpu-k']"
+    assert text(browser, f"{card} .bar-key") == f"training processes: {mains} cores"
+    key, seg = browser.execute_script(
+        "return [...arguments].map(s => getComputedStyle(document.querySelector(s)).backgroundColor)",
+        f"{card} .bar-key .swatch",
+        f"{card} .cores .seg.mains",
+    )
+    assert key == seg and key not in ("rgba(0, 0, 0, 0)", "transparent"), (key, seg)
+    # shown, under the bar and above the table
+    assert browser.execute_script(
+        """const [bar, key, table] = [...arguments].map(s => document.querySelector(s).getBoundingClientRect());
+           return key.height > 0 && key.top >= bar.bottom && key.bottom <= table.top;""",
+        f"{card} .cores",
+        f"{card} .bar-key",
+        f"{card} table.jobs",
+    )
+
+
+def test_a_plan_that_empties_a_node_says_so_in_the_plans_chart_and_table(service, browser):
+    # the node's last job ended: its plan holds no job, and the chart drew an empty column, the table an empty cell
+    srv, http = service
+    register(http, "gpu-e", "last", STEEP)
+    (full,) = recompute(http)
+    assert http.post("/jobs/last/finish", headers=AUTH).status_code == 200
+    (empty,) = recompute(http)
+    assert empty["workers"] == {}
+    register(http, "gpu-e", "idle", [100.0, 100.0, 100.0])  # as fast without a worker as with any: it gets none
+    (zero,) = recompute(http)
+    assert zero["workers"] == {"idle": 0}
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 3, "the three plans")
+    assert text(browser, f"#history-table tr[data-plan='{empty['plan_id']}'] td:last-child") == "no jobs"
+    assert "last: " in text(browser, f"#history-table tr[data-plan='{full['plan_id']}'] td:last-child")
+    notes = boxes(browser, "#history-chart svg .no-workers")
+    assert [n["text"].split("plan #")[0] for n in notes] == ["no jobs", "0 workers"], notes
+    # in the second and third (newest) columns, right of the first one's bar
+    (bar,) = boxes(browser, "#history-chart svg rect")
+    assert bar["right"] <= notes[0]["x"] < notes[0]["right"] <= notes[1]["x"] < notes[1]["right"] <= 620, (bar, notes)
+    # one node: no menu to pick another
+    assert browser.execute_script("return document.getElementById('history-pick').hidden")
+
+
+def as_shown(x, digits=1):
+    """A number of 1 or more as the page writes it: toLocaleString("en") with at most `digits` decimals."""
+    shown = f"{x:,.{digits}f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
+
+
+def chart_y(browser):
+    """The curve chart's value -> y, read off its gridlines (the first at 0, the last at the top tick)."""
+    grid = [float(y) for y in texts(browser, "#job svg line.grid", "y1")]
+    top = float(texts(browser, "#job svg text.tick[text-anchor='end']")[-1].replace(",", ""))
+    assert grid[0] > grid[-1], grid  # 0 at the foot, the top at the top
+    return lambda v: grid[0] + (grid[-1] - grid[0]) * v / top
+
+
+def test_the_numbers_a_user_reads_are_rounded_and_in_their_units(service, browser):
+    srv, http = service
+    assert http.put("/nodes/gpu-u", json={"cores": 6, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    assert http.put("/nodes/spare", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
+    register(http, "gpu-u", "steep", STEEP)
+    register(http, "gpu-u", "flat", test_webapp.FLAT)
+    (plan,) = recompute(http)
+    assert plan["objective"] == pytest.approx(1.95)  # a plan of two decimals (one decimal rounded it to 2)
+    r = http.post("/jobs/steep/heartbeat", json={"throughput": 42.46, "workers": 2, "data_wait": 0.126}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    job = http.get("/jobs/steep").json()
+    browser.get(f"{srv.url}/ui/?refresh=60#job/steep")
+    wait_for(browser, lambda d: {"steep", "flat"} <= set(rows(d)) and texts(d, "#job circle.measured"), "the jobs")
+
+    assert " · 6 cores · 7.8 GB for workers · 2 active jobs · " in text(browser, "[data-node='gpu-u'] h3 .meta")
+    assert text(browser, "[data-node='spare'] h3 .meta") == " · 1 core · 1 GB for workers · 0 active jobs · no plan yet"
+    assert text(browser, "[data-node='spare'] p.empty") == "no active job"
+    # job, GPUs, plan, running with, measured, expected, of peak, data wait: to a tenth, a whole percent, '–' if none
+    cells = texts(browser, "tr[data-job='steep'] td")[1:8]
+    assert cells == ["1", str(plan["workers"]["steep"]), "2", "42.5", "100", "100%", "13%"], cells
+    assert texts(browser, "tr[data-job='flat'] td")[3:8] == ["–", "–", "95", "95%", "–"]
+    # the history: objective to three decimals, the cores used, and the chart's top the most workers of a plan
+    history = texts(browser, f"#history-table tr[data-plan='{plan['plan_id']}'] td")
+    assert history[4:6] == ["1.95", str(plan["cores_used"])], history
+    assert texts(browser, "#history-chart svg text.tick")[0] == str(sum(plan["workers"].values()))
+
+    # the job's measured point: its row, and on the chart where 42.46 samples/s at 2 workers is
+    assert texts(browser, "#job table.points tbody td") == ["2", "42.5", as_shown(job["predicted"][2]), "1", "13%"]
+    y = chart_y(browser)
+    for cls, values in (("used", job["curve"]), ("predicted", job["predicted"])):
+        drawn = [float(p.split(",")[1]) for p in attr(browser, f"#job polyline.{cls}", "points").split()]
+        assert drawn == pytest.approx([y(v) for v in values], abs=0.06), cls
+    (cx, cy) = (float(attr(browser, "#job svg > circle.measured", a)) for a in ("cx", "cy"))
+    assert cy == pytest.approx(y(42.46), abs=0.01)
+    x_ticks = browser.execute_script(
+        "return [...document.querySelectorAll('#job svg text.tick[text-anchor=middle]')].map(e => [e.textContent, +e.getAttribute('x')])"
+    )
+    assert cx == pytest.approx(dict(x_ticks)["2"]), x_ticks
+
+
+def test_a_job_id_of_markup_and_quotes_in_the_address_is_shown_as_text(service, browser):
+    # the id in '#job/<id>' is the user's (or a link's) to write: it is put in the title and the page as text
+    srv, http = service
+    register(http, "gpu-x", "plain", STEEP)
+    recompute(http)
+    bad = """<img src=x id=injected onerror="window.__ran=1"><b>bold</b>"'&amp;"""
+    browser.get(f"{srv.url}/ui/?refresh=60#job/{bad}")
+    wait_for(browser, lambda d: "plain" in rows(d) and "knows no job" in (text(d, "#job-detail") or ""), "the page")
+    assert text(browser, "#job-title") == f"Job {bad}"
+    assert text(browser, "#job-detail") == f"the service knows no job {bad}"
+    assert browser.title == f"Job {bad} · adlrec"
+    assert browser.execute_script("return document.querySelectorAll('#job img, #job b, #injected').length") == 0
+
+
+def test_older_plans_are_read_on_asking_and_the_chart_follows_the_node_menu(service, browser):
+    srv, http = service
+    for i in range(31):  # one plan each, one more than a page of the history
+        register(http, f"h-{i:02d}", f"hj-{i:02d}", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 30, "a page of the history")
+    assert text(browser, "#history-chart .legend").startswith("h-00:")
+    assert browser.execute_script("return !document.getElementById('older').hidden")
+    browser.find_element("css selector", "#older").click()
+    wait_for(browser, lambda d: len(texts(d, "#history-table tr[data-plan]")) == 31, "the older plan")
+    assert browser.execute_script("return document.getElementById('older').hidden")  # none older
+    # the node menu picks the node whose plans the chart draws
+    from selenium.webdriver.support.ui import Select
+
+    assert browser.execute_script("return !document.getElementById('history-pick').hidden")
+    Select(browser.find_element("css selector", "#history-node")).select_by_value("h-07")
+    wait_for(
+        browser, lambda d: (text(d, "#history-chart .legend") or "").startswith("h-07:"), "the picked node's plans"
+    )
+    assert texts(browser, "#history-chart .legend .key") == ["hj-07"]
+
+
+def test_a_node_whose_last_plan_failed_is_shown_with_its_problem_after_its_jobs_ended(service, browser):
+    # no plan fit its jobs, and they ended before the next recompute: the reason stays on the node until then, and
+    # its card is with the busy ones, not in the closed box of idle nodes
+    srv, http = service
+    assert http.put("/nodes/tiny", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
+    register(http, "tiny", "t1", STEEP)
+    register(http, "tiny", "t2", STEEP)
+    recompute(http)
+    for job_id in ("t1", "t2"):
+        assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
+    (node,) = http.get("/nodes").json()
+    assert node["active_jobs"] == 0 and node["problem"], node
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: texts(d, "#node-list article.node"), "the node")
+    assert text(browser, "#node-list > article[data-node='tiny'] .problem") == f"no plan fits: {node['problem']}"
+
+
+def test_expected_is_what_the_plan_expected_not_what_was_measured_since(service, browser):
+    # the 'expected' column is the allocator's number for the planned count, beside what the job measured since
+    srv, http = service
+    register(http, "gpu-m", "since", STEEP)
+    (plan,) = recompute(http)
+    w = plan["workers"]["since"]
+    assert plan["throughput"]["since"] == 100.0
+    r = http.post("/jobs/since/heartbeat", json={"throughput": 80.0, "workers": w}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert http.get("/jobs/since").json()["curve"][w] == 80.0  # the job's curve has the measurement now
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: "since" in rows(d), "the job")
+    assert texts(browser, "tr[data-job='since'] td")[3:7] == [str(w), "80", "100", "100%"]
