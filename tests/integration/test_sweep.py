@@ -8,15 +8,17 @@ point runs out of its budget: the budgets show in the windows' lengths, not in w
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
 from pathlib import Path
 
+import psutil
 import pytest
 
 from adlrec.config import Settings
 from adlrec.job import load_job
 from adlrec.profile.decompose import decompose
 from adlrec.profile.device import parse_device
-from adlrec.profile.library import measured_at
 from adlrec.profile.sweep import profile_job
 from tests.factories import make_profile
 
@@ -58,7 +60,7 @@ def test_the_profile_records_the_job_the_settings_and_the_given_hardware(swept):
     assert profile.hardware is hardware
     assert (profile.budget_s, profile.rse_target) == (BUDGET, 1e-6)
     assert profile.command == "adlrec profile tiny_job.py"
-    assert measured_at(profile).utcoffset() is not None  # created_at names its zone
+    assert datetime.fromisoformat(profile.created_at).utcoffset() is not None  # created_at names its zone
     assert [p.workers for p in profile.points] == [0, 1]
 
 
@@ -74,6 +76,8 @@ def test_each_point_is_the_training_window_and_the_loader_alone_rate(swept):
         assert p.wait_fraction < 0.5
     assert profile.baseline.prep_rate == profile.points[0].prep_rate  # the in-process loader: 0 workers
     assert profile.points[0].worker_uss_mb == 0.0 and profile.points[1].worker_uss_mb > 0
+    # a forked worker shares pages with its parent: its proportional share of them counts in PSS, not in USS
+    assert profile.points[1].worker_pss_mb > profile.points[1].worker_uss_mb
 
 
 def test_each_point_is_decomposed_against_the_first_ceiling_and_the_measured_fetch_cost(swept):
@@ -100,3 +104,51 @@ def test_the_notes_say_emulated_first_and_name_every_point_that_ran_out_of_budge
     (budget,) = [n for n in profile.notes if "budget ran out" in n]
     assert "when the budget ran out at workers=[0, 1]: raise --budget" in budget
     assert not [n for n in profile.notes if "epoch" in n]  # 64 samples: 8 batches, more than 1 worker
+
+
+SLOW_STEP_MS = 250  # longer than the budget: each window holds one training step
+SLOW_BUDGET = 0.2
+
+
+@pytest.fixture(scope="module")
+def one_step_windows(tmp_path_factory):
+    """A sweep of 0 workers only, whose every window with the step holds a single step: too few for an error."""
+    data = tmp_path_factory.mktemp("slow")
+    settings = Settings(data_dir=data, point_budget_s=SLOW_BUDGET, rse_target=0.05, warmup_s=0.0, seed=0)
+    job = load_job(Path(__file__).parent.parent / "fixtures" / "tiny_job.py", data_dir=data, seed=0)
+    progress = []
+    profile = profile_job(
+        job,
+        parse_device(f"emulate:{SLOW_STEP_MS}", cuda_available=False),
+        settings,
+        max_workers=0,
+        on_progress=progress.append,
+        hardware=make_profile().hardware,  # 8 logical cores: a default sweep would go to 10 workers
+    )
+    return progress, profile
+
+
+def test_max_workers_0_sweeps_the_in_process_loader_alone(one_step_windows):
+    progress, profile = one_step_windows
+    assert [p.workers for p in profile.points] == [0]
+    assert [e.stage for e in progress] == ["fetch", "ceiling", "w=0 loader", "w=0 train", "ceiling again"]
+    assert progress[-1].total == 5
+
+
+def test_a_window_of_one_step_after_the_warmup_has_no_error_and_is_named_as_too_short(one_step_windows):
+    """Three warm-up steps, then the budget (shorter than a step) ends the window at its first step: the
+    training point and both ceilings have no error estimate, while the loader alone (no step) has many batches."""
+    _, profile = one_step_windows
+    (p,) = profile.points
+    assert (p.batches, p.stable) == (1, False) and math.isinf(p.rse)  # the training window's, not the loader's
+    assert p.throughput == pytest.approx(8 / p.seconds)
+    assert math.isinf(profile.baseline.ceiling_rse) and math.isinf(profile.baseline.ceiling_end_rse)
+    (budget,) = [n for n in profile.notes if "budget ran out" in n]
+    assert "(or under 10 batches) when the budget ran out at workers=[0]" in budget
+
+
+def test_a_step_that_only_waits_shows_almost_no_cpu_in_its_point(one_step_windows):
+    """cpu is the training window's: the main process asleep in the step, not the loader alone's busy loop."""
+    _, profile = one_step_windows
+    (p,) = profile.points
+    assert p.cpu_util * psutil.cpu_count(logical=True) < 0.25  # under a quarter of one core

@@ -38,6 +38,7 @@ def _point(**changes):
     "text, message",
     [
         ("", "the file is empty"),
+        (" \n\t\n", "the file is empty"),
         ("{not json", "not JSON (Expecting property name enclosed in double quotes at line 1)"),
         ("[]", "expected a JSON object holding one profile, got a list"),
         (json.dumps({k: v for k, v in _doc().items() if k != "points"}), "the key 'points' is missing"),
@@ -131,6 +132,7 @@ def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
         (_doc(batch_size=True), "profile.batch_size: expected a whole number, got true"),
         (_doc(batch_size=8.7), "profile.batch_size: expected a whole number, got 8.7"),
         (_doc(batch_size="8"), "profile.batch_size: expected a whole number, got a str '8'"),
+        (_doc(batch_size="8" * 41), f"profile.batch_size: expected a whole number, got a str '{'8' * 40}'..."),
         (_doc(budget_s="1.0"), "profile.budget_s: expected a finite number, got a str '1.0'"),
         (_doc(rse_target="0.05"), "profile.rse_target: expected a finite number, got a str '0.05'"),
         # values no sweep produces: model fit divides by a throughput, the index lists "-3 GB RAM"
@@ -161,6 +163,8 @@ def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
             "an emulated device needs 0 < step_ms <= 86400000 (a day), got 1e+300",
         ),
         # at the edge of what a sweep produces
+        (_doc(batch_size=0), "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"),
+        (_doc(budget_s=0.0), "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"),
         (_doc(rse_target=1.0), "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"),
         (_nested("hardware", logical_cores=0), "hardware logical_cores 0: expected a whole number >= 1"),
         (
@@ -204,3 +208,21 @@ def test_an_emulated_step_of_exactly_a_day_and_a_profile_without_a_ceiling_end_a
     assert old.baseline.ceiling_end is None
     f.write_text(json.dumps(old.to_dict()))
     assert read_profile(f) == old
+
+
+def test_a_negative_worker_count_is_refused(tmp_path):
+    p = make_profile()
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(replace(p, points=(replace(p.points[0], workers=-1), *p.points[1:])).to_dict()))
+    with pytest.raises(ValueError, match=r"point workers \[-1, 1, 2\]: expected distinct whole numbers >= 0$"):
+        read_profile(f)
+
+
+def test_values_at_the_edges_a_sweep_produces_are_accepted(tmp_path):
+    """An error of exactly 0 (identical batch times) and shares of exactly 0 and 1 are in range."""
+    p = make_profile()
+    edge = replace(p.points[0], rse=0.0, stall_fraction=1.0, prep_share=1.0, fetch_share=0.0, wait_fraction=1.0)
+    p = replace(p, points=(edge, *p.points[1:]))
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(p.to_dict()))
+    assert read_profile(f) == p

@@ -1,7 +1,9 @@
 import pytest
 
-from adlrec.errors import UsageError
-from adlrec.profile.device import EmulatedStep, parse_device, to_device
+from adlrec.errors import JobContractError, UsageError
+from adlrec.job import load_job
+from adlrec.profile.device import EmulatedStep, make_step, parse_device, to_device
+from adlrec.schemas import DeviceSpec
 
 
 @pytest.mark.parametrize(
@@ -69,3 +71,20 @@ def test_an_emulated_step_of_a_minute_or_more_is_refused(text):
 def test_a_device_name_with_spaces_around_it_is_read():
     assert parse_device("  emulate:20 ", cuda_available=False).step_ms == 20.0
     assert parse_device(" cpu\n", cuda_available=False).kind == "cpu"
+
+
+def test_to_device_moves_every_tensor_inside_dicts_lists_and_tuples():
+    import torch
+
+    x = torch.zeros(2)
+    moved = to_device({"a": [x, (x, 3)], "b": {"c": x}}, torch.device("meta"))  # a device with no data: no GPU needed
+    assert [moved["a"][0].device.type, moved["a"][1][0].device.type, moved["b"]["c"].device.type] == ["meta"] * 3
+    assert moved["a"][1][1] == 3
+
+
+@pytest.mark.parametrize("batch,what", [((1, 2, 3), "tuple of length 3"), ([1], "list of length 1"), (7, "int")])
+def test_a_batch_that_is_not_an_input_target_pair_is_named(tiny_job_path, tmp_path, batch, what):
+    job = load_job(tiny_job_path, data_dir=tmp_path)
+    step = make_step(job, DeviceSpec("cpu"))
+    with pytest.raises(JobContractError, match=f"^tiny_job.py: batches must be \\(input, target\\) pairs; got {what}$"):
+        step(batch)

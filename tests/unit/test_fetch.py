@@ -1,6 +1,10 @@
+import os
+import shutil
+import subprocess
+
 import pytest
 
-from adlrec.profile.fetch import FetchCost, measure_fetch, spread
+from adlrec.profile.fetch import FetchCost, _evict, _read_all, measure_fetch, spread
 
 
 def twenty_files_of_10_kb(folder):
@@ -59,3 +63,28 @@ def test_fetch_of_empty_files_says_so(tmp_path):
     for f in files:
         f.write_bytes(b"")
     assert measure_fetch(files, samples=2) == FetchCost(0.0, 0.0, 0.0, "not measured: raw files are empty")
+
+
+def test_a_missing_file_anywhere_in_the_list_is_named_not_only_the_first(tmp_path):
+    files = twenty_files_of_10_kb(tmp_path)
+    files[7].unlink()
+    cost = measure_fetch(files, samples=20, max_files=4)  # 7 is not among the 4 read: still named
+    assert cost.method == f"not measured: raw file not found: {files[7]}"
+
+
+def _resident_bytes(path) -> int:
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True)
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(shutil.which("fincore") is None, reason="fincore (util-linux) shows the page cache")
+def test_the_cold_read_starts_from_files_out_of_the_page_cache_and_reads_them_whole(tmp_path):
+    """A file just written is in the page cache, dirty; eviction flushes and drops it, a read brings all of it back."""
+    files = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    for f in files:
+        f.write_bytes(os.urandom(3 * 2**20))  # three of _read_all's 1 MiB chunks
+    assert all(_resident_bytes(f) > 0 for f in files)
+    assert _evict(files) == "posix_fadvise(DONTNEED) per file"
+    assert [_resident_bytes(f) for f in files] == [0, 0]
+    _read_all(files)
+    assert [_resident_bytes(f) for f in files] == [3 * 2**20] * 2

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 
 import pytest
 
@@ -25,6 +27,26 @@ def test_of_two_measured_at_the_same_time_the_first_wins():
     a, b = make_profile(throughputs=(1.0, 2.0)), make_profile(throughputs=(3.0, 4.0))
     assert list(newest_per_key([a, b], lambda p: p).values()) == [a]
     assert list(newest_per_key([b, a], lambda p: p).values()) == [b]
+
+
+def test_a_time_without_a_zone_is_utc_whatever_the_local_zone(monkeypatch):
+    naive = replace(make_profile(), created_at="2026-12-04T16:46:45")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # 9 hours ahead: a naive time read as local would be 07:46 UTC
+    time.tzset()
+    try:
+        assert measured_at(naive) == datetime(2026, 12, 4, 16, 46, 45, tzinfo=timezone.utc)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_profiles_are_loaded_in_file_name_order(tmp_path):
+    from adlrec.profile.library import load_profiles
+
+    profiles = {name: make_profile(workload=name) for name in ("c", "f", "a", "e", "b", "d")}
+    for name, p in profiles.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(p.to_dict()))
+    assert [p.workload for p in load_profiles(tmp_path)] == ["a", "b", "c", "d", "e", "f"]
 
 
 def test_a_time_in_z_form_is_the_same_utc_time():
@@ -61,6 +83,8 @@ def test_the_key_tells_apart_batch_sizes_and_hardware_but_not_the_hostname():
 
 def test_a_file_name_keeps_only_safe_characters():
     p = make_profile(workload="my job/v2")
+    assert file_name(p) == f"my_job_v2-emulate5-{profile_key(p)}.json"
+    p = make_profile(workload="my job / v2")  # a run of unsafe characters is one underscore
     assert file_name(p) == f"my_job_v2-emulate5-{profile_key(p)}.json"
 
 

@@ -1,11 +1,14 @@
 """The measuring loop, driven by an injected clock: exact, deterministic figures."""
 
 import itertools
+import multiprocessing
+import time
 
+import psutil
 import pytest
 
 from adlrec.errors import JobContractError
-from adlrec.profile.meter import EndlessSampler, measure
+from adlrec.profile.meter import EndlessSampler, describe_error, measure, worker_init
 
 
 class FakeClock:
@@ -138,3 +141,135 @@ def test_a_source_too_slow_to_warm_up_is_measured_once_the_budget_has_passed():
     )
     assert m.rate == pytest.approx(10.0)
     assert 1.0 <= clock.t - 100.0 < 3.0
+
+
+def _steady(clock: FakeClock, step_s: float):
+    """A source with no wait and a step of exactly ``step_s`` (binary fractions keep the sums exact)."""
+    return dict(batches=itertools.count(), step=lambda b: clock.advance(step_s), clock=clock, batch_size=1)
+
+
+def test_the_window_stops_once_it_has_run_exactly_its_budget():
+    # 0.25 s steps, a 1 s budget, min_batches out of reach: the window ends with its 4th step, at 1 s, not a 5th
+    clock = FakeClock()
+    m = measure(**_steady(clock, 0.25), budget_s=1.0, rse_target=0.05, min_batches=1000, warmup_s=0, warmup_batches=2)
+    assert (m.batches, m.seconds) == (4, 1.0)
+
+
+def test_a_window_of_fewer_than_10_batches_is_not_stable_however_steady():
+    # 7 identical steps fill the budget: the error is 0, but batch means need a batch in each of 10 groups
+    clock = FakeClock()
+    m = measure(**_steady(clock, 0.125), budget_s=0.875, rse_target=0.05, min_batches=20, warmup_s=0, warmup_batches=1)
+    assert m.batches == 7 and m.rse == 0.0
+    assert not m.stable
+
+
+def test_cpu_is_the_process_trees_cpu_seconds_over_the_window_and_every_core():
+    """Each step burns 50 ms of this process's CPU while the injected clock says 100 ms passed: half of one core."""
+    proc = psutil.Process()
+
+    def burn(_):
+        t = proc.cpu_times()
+        end = t.user + t.system + 0.05
+        while sum(proc.cpu_times()[:2]) < end:
+            pass
+        clock.advance(0.1)
+
+    clock = FakeClock()
+    m = measure(
+        itertools.count(),
+        burn,
+        clock=clock,
+        batch_size=1,
+        budget_s=60.0,
+        rse_target=0.05,
+        min_batches=10,
+        warmup_s=0,
+        warmup_batches=1,
+    )
+    assert m.batches == 10
+    assert m.usage.cpu_util * psutil.cpu_count(logical=True) == pytest.approx(0.5, abs=0.15)
+
+
+def _idle(ready) -> None:
+    ready.set()
+    time.sleep(60)
+
+
+def test_memory_is_the_mean_per_worker_and_the_main_process_in_mb():
+    """Two real child processes stand in for workers; one started before is excluded, as the bench excludes."""
+    fork = multiprocessing.get_context("fork")
+    ready = [fork.Event() for _ in range(3)]
+    before = fork.Process(target=_idle, args=(ready[0],))
+    before.start()
+    exclude = frozenset(p.pid for p in psutil.Process().children(recursive=True))
+    children = [fork.Process(target=_idle, args=(r,)) for r in ready[1:]]
+    for c in children:
+        c.start()
+    assert all(r.wait(30) for r in ready)  # started and settled: their memory no longer grows
+    try:
+        clock = FakeClock()
+        m = measure(
+            **_steady(clock, 0.125),
+            budget_s=1.0,
+            rse_target=0.05,
+            min_batches=20,
+            warmup_s=0,
+            warmup_batches=1,
+            exclude=exclude,
+        )
+        infos = [psutil.Process(c.pid).memory_full_info() for c in children]
+    finally:
+        for c in [before, *children]:
+            c.kill()
+            c.join()
+    mb = 2**20
+    assert m.usage.workers_seen == 2
+    assert m.usage.worker_uss_mb == pytest.approx(sum(i.uss for i in infos) / 2 / mb, rel=0.25)
+    # forked children share the parent's pages: their proportional share counts in PSS, not in USS
+    assert m.usage.worker_pss_mb > m.usage.worker_uss_mb
+    assert m.usage.main_rss_mb == pytest.approx(psutil.Process().memory_info().rss / mb, rel=0.25)
+
+
+def test_a_worker_process_runs_torch_with_one_intra_op_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        worker_init(0)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_sampler_draws_a_new_order_each_pass():
+    # a fixed order every pass would replay one sequence of batches: each pass must be a fresh permutation
+    passes = list(itertools.islice(iter(EndlessSampler(50, seed=0)), 150))
+    assert passes[:50] != passes[50:100] != passes[100:]
+
+
+def test_a_worker_error_is_described_by_its_original_line_and_an_empty_message_says_so():
+    caught = RuntimeError(
+        "Caught ValueError in DataLoader worker process 0.\nOriginal Traceback:\n  ...\nValueError: bad"
+    )
+    assert describe_error(caught) == "ValueError: bad (in a DataLoader worker)"
+    assert describe_error(KeyError()) == "KeyError: (no message)"
+    killed = RuntimeError("DataLoader worker (pid 123) is killed by signal: Killed.")  # torch's own, one line
+    assert describe_error(killed) == "RuntimeError: DataLoader worker (pid 123) is killed by signal: Killed."
+
+
+def test_a_contract_error_from_the_source_or_the_step_passes_through_unwrapped():
+    """The bench's own errors (a batch that is not an (input, target) pair) already name the job: not 'the
+    training step raised JobContractError: ...'."""
+
+    def refuse(_):
+        raise JobContractError("model.py: batches must be (input, target) pairs; got tuple of length 3")
+
+    def refusing_source():
+        raise JobContractError("model.py: no batch came from the DataLoader workers in 1 s")
+        yield
+
+    args = dict(batch_size=1, budget_s=1, rse_target=0.05, min_batches=2, warmup_s=0, warmup_batches=0)
+    with pytest.raises(JobContractError, match="^model.py: batches must be"):
+        measure(itertools.count(), refuse, **args)
+    with pytest.raises(JobContractError, match="^model.py: no batch came"):
+        measure(refusing_source(), lambda b: None, **args)

@@ -69,6 +69,8 @@ def test_the_caption_names_both_ceilings_the_in_process_loader_and_an_emulated_s
     text = _text(profile)
     assert "ceiling 25.0 samples/s (no loader) · in-process loader 12.0 samples/s" in text
     assert "EMULATED: each training step is a 5 ms wait" in text
+    # 1e-4 and 1e-5 s per sample, in ms (the caption as written, before the table wraps it)
+    assert "fetch 0.100 ms/sample cold, 0.010 cached" in profile_table(profile).caption
     assert "\nTest CPU, 8 logical cores, 32 GB RAM, H200 (140 GB)" in text  # the caption is left-aligned
     again = dataclasses.replace(profile, baseline=dataclasses.replace(profile.baseline, ceiling_end=19.5))
     assert "ceiling 25.0 samples/s (no loader; 19.5 again after the sweep)" in _text(again)
@@ -91,6 +93,10 @@ def test_the_line_under_the_table_names_the_best_and_the_fewest_workers_that_rea
     )
     assert best_line(make_profile((10.0, 20.0, 96.0, 100.0))) == (
         "best: 3 workers, 100.0 samples/s; 2 workers reach 95% of it (96.0 samples/s)"
+    )
+    # the fewest workers that reach it, not the slowest point that does: 99 at 1 worker, though 96 at 2 also reaches
+    assert best_line(make_profile((10.0, 99.0, 96.0, 100.0))) == (
+        "best: 3 workers, 100.0 samples/s; 1 worker reaches 95% of it (99.0 samples/s)"
     )
     assert best_line(make_profile((10.0, 20.0, 15.0))) == "best: 1 worker, 20.0 samples/s"  # none fewer reach it
     assert best_line(make_profile((2_000.0, 1_500.0))) == "best: 0 workers, 2,000.0 samples/s"

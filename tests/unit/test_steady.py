@@ -128,3 +128,23 @@ def test_warmup_ends_once_exactly_min_seconds_have_passed():
 def test_two_tight_measurements_inside_the_floor_are_not_drift():
     # 3 combined errors are 0.4%: the 4% move is beyond them but within the 5% precision a rate is taken to
     assert drift(100.0, 0.001, 104.0, 0.001, 0.05) is None
+
+
+def test_an_error_exactly_at_the_target_with_exactly_min_batches_is_steady():
+    # the target and the batch count are both met at their bounds: "at most 5%" and "at least 20 batches"
+    est = estimate_rate([0.1, 0.1, 0.2, 0.2], [1, 1, 1, 1], groups=2)
+    assert est.stable(est.rse, est.batches)
+    assert not est.stable(est.rse, est.batches + 1)
+    assert not est.stable(math.nextafter(est.rse, 0.0), est.batches)
+
+
+def test_a_negative_warmup_time_is_refused_like_a_negative_batch_count():
+    with pytest.raises(ValueError, match="min_batches and min_seconds must be >= 0"):
+        warmup_end([0.1], min_batches=0, min_seconds=-0.1)
+
+
+def test_batches_a_clock_too_coarse_to_time_have_no_rate_and_no_error():
+    # every batch measured at 0 s: no rate can be given (not a ZeroDivisionError), nor an error
+    est = estimate_rate([0.0, 0.0, 0.0], [8, 8, 8])
+    assert (est.rate, est.batches, est.seconds) == (0.0, 3, 0.0)
+    assert math.isinf(est.rse) and not est.stable(0.5, 1)
