@@ -179,6 +179,14 @@ IMPOSTORS = [  # (body, media type) of answers that are not the service's
     (b"[1, 2]", "application/json"),
     (b'{"job_id": "x", "workers": 1000000000, "plan_id": 7, "status": "active"}', "application/json"),
     (b'{"job_id": "x", "workers": -1, "plan_id": 7, "status": "active"}', "application/json"),
+    # job- and assignment-shaped but for one field: a plan id that is not a number, no status, a job id not a string
+    (
+        b'{"job_id": "x", "workers": 1, "plan_id": "7", "status": "active",'
+        b' "assignment": {"workers": 1, "plan_id": "7", "status": "active"}}',
+        "application/json",
+    ),
+    (b'{"job_id": "x", "workers": 1, "plan_id": 7, "assignment": {"workers": 1, "plan_id": 7}}', "application/json"),
+    (b'{"job_id": 7, "assignment": {"workers": 1, "plan_id": 7, "status": "active"}}', "application/json"),
 ]
 
 
@@ -337,6 +345,16 @@ def test_a_5xx_is_retried_with_doubling_backoff_then_the_last_plan_is_kept(tmp_p
     (said,) = caplog.records
     assert said.levelname == "WARNING" and "unreachable (HTTP 503)" in said.getMessage()
     client.close()
+
+
+@pytest.mark.parametrize("status", [500, 502])
+def test_a_default_client_tries_a_5xx_three_times_waiting_a_tenth_then_a_fifth_of_a_second(status):
+    """The defaults a training callback gets: two retries, 0.1 s backoff doubling; a 500 is the service away too."""
+    requests: list[str] = []
+    slept: list[float] = []
+    with LiveServer(_unavailable(status, requests)) as srv, ServiceClient(srv.url, sleep=slept.append) as client:
+        assert client.register(node="n", curve=STEEP) is None
+    assert requests == ["POST /jobs"] * 3 and slept == [0.1, 0.2]
 
 
 def test_a_job_whose_registration_found_no_service_registers_when_it_answers(tmp_path):

@@ -210,4 +210,117 @@ def test_a_module_beside_model_py_imports_as_under_python(tmp_path, monkeypatch)
     job = load_job(write(tmp_path, f"from {mod} import SIZE\n" + GOOD.replace('"size": 8', '"size": SIZE')))
     assert job.params["size"] == 3
     assert sys.path[0] == str(tmp_path.resolve())
+    sys.path.append(sys.path.pop(0))  # loaded again with the folder further down: moved to the front, not added again
+    load_job(tmp_path / "model.py")
+    assert sys.path[0] == str(tmp_path.resolve()) and sys.path.count(str(tmp_path.resolve())) == 1
     monkeypatch.delitem(sys.modules, mod)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (GOOD + "\nraw_files = 'data.bin'\n", "model.py: raw_files must be a function, got str"),
+        (
+            GOOD.replace('"batch_size": 4', '"batch_size": True'),
+            "model.py: PARAMS['batch_size'] must be a positive int, got True",
+        ),
+        (GOOD + "\nNAME = 3\n", "model.py: NAME must be a string, got int"),
+        (
+            GOOD.replace("def build_model(cfg)", "def build_model()"),
+            "model.py: build_model() must accept 1 positional argument",
+        ),
+        (
+            GOOD.replace("def loss_fn(output, target)", "def loss_fn(output)"),
+            "model.py: loss_fn(output) must accept 2 positional arguments",
+        ),
+    ],
+)
+def test_contract_violations_say_exactly_what_is_wrong(tmp_path, text, message):
+    with pytest.raises(JobContractError) as err:
+        load_job(write(tmp_path, text))
+    assert str(err.value) == message
+
+
+def test_an_interrupt_while_the_job_imports_is_an_interrupt_not_a_contract_error(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        load_job(write(tmp_path, "raise KeyboardInterrupt\n"))
+
+
+def test_name_and_seed_reach_the_job(tmp_path):
+    job = load_job(write(tmp_path, GOOD + '\nNAME = "resnet-images"\n'), seed=7)
+    assert job.name == "resnet-images" and job.config.seed == 7
+
+
+@pytest.mark.parametrize(
+    "raw,value",
+    [
+        ("1", True),
+        ("true", True),
+        ("Yes", True),
+        ("ON", True),
+        ("0", False),
+        ("False", False),
+        ("no", False),
+        ("Off", False),
+    ],
+)
+def test_a_bool_override_takes_the_usual_words_in_any_case(tmp_path, raw, value):
+    assert load_job(write(tmp_path, GOOD), overrides={"flag": raw}).params["flag"] is value
+
+
+def test_an_int_override_with_a_fraction_is_refused_not_cut(tmp_path):
+    with pytest.raises(JobContractError, match=r"parameter size='2.5' is not a valid int \(its default is 8\)"):
+        load_job(write(tmp_path, GOOD), overrides={"size": "2.5"})
+
+
+@pytest.mark.parametrize("item", ["=5", " =5"])
+def test_an_override_without_a_key_is_refused(item):
+    with pytest.raises(JobContractError, match="expected KEY=VALUE"):
+        parse_param_overrides([item])
+
+
+def test_a_folder_named_like_a_python_file_is_refused(tmp_path):
+    (tmp_path / "model.py").mkdir()
+    with pytest.raises(JobContractError, match="model.py: expected a Python file"):
+        load_job(tmp_path / "model.py")
+
+
+def test_a_dataset_without_getitem_is_refused(tmp_path):
+    text = GOOD.replace("return [(torch.zeros(cfg.size), 0)] * 10", "return {1, 2, 3}")
+    with pytest.raises(JobContractError, match="build_dataset\\(\\) returned set, expected a map-style torch Dataset"):
+        load_job(write(tmp_path, text)).dataset()
+
+
+def test_the_default_optimizer_is_sgd_at_the_documented_rate(tmp_path):
+    job = load_job(write(tmp_path, GOOD))
+    opt = job.optimizer(job.model())
+    assert type(opt).__name__ == "SGD" and opt.defaults["lr"] == 0.01
+
+
+def test_a_build_optimizer_that_raises_is_one_line(tmp_path):
+    job = load_job(write(tmp_path, GOOD + "\ndef build_optimizer(model, cfg):\n    raise KeyError('lr')\n"))
+    with pytest.raises(JobContractError, match=r"^model.py: build_optimizer\(\) raised KeyError: 'lr'$"):
+        job.optimizer(job.model())
+
+
+def test_a_build_dataset_that_fails_leaves_no_partial_data_behind(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "kept.bin").write_text("from before")
+    text = GOOD.replace(
+        "return [(torch.zeros(cfg.size), 0)] * 10",
+        "(cfg.data_dir / 'half.bin').write_text('partial')\n    raise OSError('disk full')",
+    )
+    with pytest.raises(JobContractError, match=r"build_dataset\(\) raised OSError: disk full"):
+        load_job(write(tmp_path, text), data_dir=data).dataset()
+    assert [p.name for p in data.iterdir()] == ["kept.bin"]
+
+
+def test_a_builtin_without_a_signature_is_trusted_as_loss_fn(tmp_path):
+    import torch
+
+    # torch.dist is C code: inspect.signature raises ValueError for it; the job still loads and its loss computes
+    text = GOOD.replace("def loss_fn(output, target):\n    return output.sum()", "loss_fn = torch.dist")
+    assert "def loss_fn" not in text
+    job = load_job(write(tmp_path, text))
+    assert float(job.loss_fn(torch.ones(2), torch.zeros(2))) == pytest.approx(2**0.5)

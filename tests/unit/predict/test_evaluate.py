@@ -78,6 +78,8 @@ def test_skipped_profiles_say_why_and_a_zero_throughput_never_reaches_the_scores
     ]
     with pytest.raises(ValueError, match=r"curve w emulate:5: throughput \(1.0, 0.0\): expected finite numbers > 0"):
         replace(curve, throughput=(1.0, 0.0))
+    with pytest.raises(ValueError, match=r"throughput \(1.0, inf\): expected finite numbers > 0"):
+        replace(curve, throughput=(1.0, float("inf")))
 
 
 def _feats():
@@ -111,6 +113,13 @@ def test_a_best_worker_count_is_a_hit_when_its_measured_rate_reaches_95_percent_
     near = _curve("near", (100, 200, 300, 400, 1920, 2000))
     far = _curve("far", (100, 200, 300, 400, 1200, 2000))
     assert cross_validate({"kind": "analytic"}, [near, far]).best_hit_rate == 0.5
+
+
+def test_a_best_worker_count_measured_at_exactly_95_percent_of_the_best_is_a_hit_and_at_94_a_miss():
+    # as smallest_reaching: reaching the share exactly counts
+    exact = _curve("exact", (100, 200, 300, 400, 1900, 2000))
+    short = _curve("short", (100, 200, 300, 400, 1880, 2000))
+    assert cross_validate({"kind": "analytic"}, [exact, short]).best_hit_rate == 0.5
 
 
 def test_each_workload_is_scored_by_a_model_fitted_without_it():

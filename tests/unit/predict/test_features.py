@@ -3,6 +3,7 @@ from dataclasses import replace
 import pytest
 
 from adlrec.predict.features import FEATURE_COLUMNS, ProbeError, ProbeFeatures, features_from_profile
+from adlrec.schemas import DeviceSpec
 from tests.factories import make_profile
 
 GOOD = dict(
@@ -59,5 +60,6 @@ def test_features_from_a_profile_use_its_own_measurements():
     assert f.fetch_extra_s == pytest.approx(1e-4 - 1e-5) and f.batch_size == 16  # cold minus cached reads
     assert (f.prep_rate_0, f.prep_rate_1, f.prep_rate_2) == (20.0, 40.0, 60.0)
     assert f.cores == p.hardware.logical_cores and f.device_kind == "emulate"
+    assert features_from_profile(make_profile(device=DeviceSpec("cpu"))).device_kind == "cpu"
     with pytest.raises(ProbeError, match="no points at workers=\\[2\\]"):
         features_from_profile(make_profile(throughputs=(10.0, 20.0)))

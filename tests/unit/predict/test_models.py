@@ -61,12 +61,28 @@ def test_analytic_on_cpu_leaves_one_core_to_the_step():
     assert int(np.argmax(t)) == 3
 
 
+def test_analytic_on_a_gpu_gives_the_loader_every_core():
+    """Only on ``cpu`` does the step compete with the workers: ``cuda`` scales like the emulated device."""
+    ws = range(7)
+    assert list(analytic_curve(feats(device_kind="cuda"), ws)) == list(analytic_curve(feats(), ws))
+    assert analytic_curve(feats(device_kind="cuda", ceiling=5000.0), [4])[0] == pytest.approx(4 * 250)
+
+
+def test_analytic_on_a_one_core_cpu_node_gives_the_loader_that_core_and_contends_past_it():
+    """The step needs the only core too: the loader still has one core's worth (not 0 free cores, a division
+    by zero), and a second worker contends for it."""
+    t = analytic_curve(feats(device_kind="cpu", cores=1, ceiling=1e9), range(3))
+    assert t[1] == pytest.approx(250.0)
+    assert t[2] == pytest.approx(250 / (1 + 0.15))
+
+
 @pytest.mark.parametrize(
     "p2,third",
-    [(375.0, 250 * (1 + 0.75 * 2)), (50.0, 250 * (1 + 0.2 * 2))],
+    [(375.0, 250 * (1 + 0.75 * 2)), (50.0, 250 * (1 + 0.2 * 2)), (600.0, 250 * 3)],
 )
 def test_analytic_scales_past_two_workers_with_the_efficiency_seen_from_one_to_two_floored_at_a_fifth(p2, third):
-    # efficiency = P2 / (2 P1): 375 / 500 = 0.75; a second worker that slowed the loader still counts for 0.2
+    # efficiency = P2 / (2 P1): 375 / 500 = 0.75; a second worker that slowed the loader still counts for 0.2;
+    # two workers measured more than twice as fast as one (noise) add no more than a worker each
     assert analytic_curve(feats(ceiling=1e9, prep_rate_2=p2), [3])[0] == pytest.approx(third)
 
 
@@ -82,6 +98,13 @@ def test_interp_is_flat_past_the_probed_points():
     t = InterpModel().predict(feats(), [0, 1, 2, 3, 6])
     assert t[0] == pytest.approx(1 / (1 / 1000 + 1 / 300))  # in-process: loading then the step
     assert t[1] == 250 and t[2] == 500 and t[3] == 500 and t[4] == 500
+
+
+def test_interp_never_predicts_a_loader_faster_than_the_step():
+    # one worker loads at 250/s and two at 500/s, but the step alone runs at 300/s: the job at most that
+    t = InterpModel().predict(feats(ceiling=300.0), [1, 2, 5])
+    assert list(t) == [250.0, 300.0, 300.0]
+    assert list(InterpModel().predict(feats(ceiling=200.0), [1, 2])) == [200.0, 200.0]
 
 
 def test_learned_model_beats_analytic_on_curves_like_its_training_data():
@@ -173,6 +196,29 @@ def test_make_model_and_its_errors():
         make_model({"kind": "learned", "depth": 2})
     with pytest.raises(RuntimeError, match="before fit"):
         LearnedModel().predict(feats(), [1])
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"n_estimators": 0}, "n_estimators=0: expected a whole number >= 1"),
+        ({"max_depth": 0}, "max_depth=0: expected a whole number >= 1"),
+        ({"learning_rate": float("inf")}, "learning_rate=inf: expected a finite number > 0"),
+        ({"learning_rate": 0.0}, "learning_rate=0.0: expected a finite number > 0"),
+        ({"subsample": 0.0}, r"subsample=0.0: expected a number in \(0, 1\]"),
+        ({"seed": 2**32}, r"seed=4294967296: expected a whole number in \[0, 2\*\*32 - 1\]"),
+    ],
+)
+def test_learned_hyperparameters_out_of_range_are_one_line(kw, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        LearnedModel(**kw)
+
+
+def test_learned_hyperparameters_at_the_edges_of_their_ranges_fit():
+    curves = curves_from_profiles(synthetic_profiles(workloads=2))
+    model = LearnedModel(n_estimators=1, max_depth=1, learning_rate=1e-3, subsample=1.0, seed=2**32 - 1)
+    model.fit([c.features for c in curves], [c.throughput for c in curves])
+    assert np.all(np.isfinite(model.predict(curves[0].features, range(5))))
 
 
 def test_smallest_reaching():

@@ -29,7 +29,42 @@ def test_the_prediction_line_counts_workers_in_words():
 
 
 def test_the_sweep_line_gives_the_median_error_the_measured_best_and_the_predicted_bests_share_of_it():
-    # errors 10/100, 0/200 and 20/100: median 10%; measured best 200 at 1 worker, the predicted best (2) 50% of it
-    assert sweep_line([110.0, 200.0, 120.0], [100.0, 200.0, 100.0], 2) == (
+    # errors 10/100, 0/200 and 120/100: median 10%; measured best 200 at 1 worker (not the predicted best, 2),
+    # the predicted best 50% of it
+    assert sweep_line([110.0, 200.0, 220.0], [100.0, 200.0, 100.0], 2) == (
         "median APE 10.0%; measured best 200.0 at 1 worker, predicted best w=2 reaches 50% of it"
     )
+
+
+def test_the_prediction_table_gives_each_count_its_share_of_the_predicted_max_and_its_error_to_the_measurement():
+    out = StringIO()
+    Console(file=out, width=120).print(
+        prediction_table("w", DeviceSpec("emulate", 5.0), [50.0, 100.0, 80.0], [40.0, 125.0, 80.0])
+    )
+    rows = [line.replace("│", " ").split() for line in out.getvalue().splitlines()]
+    # the error is relative to the measurement: (50 - 40) / 40, (100 - 125) / 125
+    assert ["0", "50.0", "50%", "40.0", "+25.0%"] in rows
+    assert ["1", "100.0", "100%", "125.0", "-20.0%"] in rows
+    assert ["2", "80.0", "80%", "80.0", "+0.0%"] in rows
+
+
+def test_the_evaluation_table_puts_each_score_under_its_own_column():
+    from adlrec.predict.evaluate import Evaluation
+    from adlrec.predict.report import evaluation_table
+
+    e = Evaluation({"kind": "analytic"}, 4, 2, 20, 0.1, 0.3, 0.2, 0.5, ())
+    out = StringIO()
+    Console(file=out, width=160).print(evaluation_table([("new: analytic", e)], "cv"))
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if "median APE" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "model",
+        "median APE",
+        "p90 APE",
+        "max error (median)",
+        "best w within 5%",
+        "curves",
+        "workloads",
+    ]
+    row = next(line for line in lines if "new: analytic" in line)
+    assert [c.strip() for c in row.split("│")[1:-1]] == ["new: analytic", "10.0%", "30.0%", "20.0%", "50%", "4", "2"]
