@@ -285,13 +285,14 @@ function coreBar(node, plan, active) {
     parts.map(([id, w]) => seg(w, "job", `${id}: ${plural(w, "worker")}`, `background:${colour(id)}`)),
     free ? seg(free, "free", `${plural(free, "core")} free`) : null,
   );
-  // each job's colour is keyed by the swatch in its row below; the grey of the main processes was said only
-  // in a tooltip (title), which no keyboard, touch screen or screen reader reached
-  const key = mains
-    ? h("p", { class: "legend bar-key" },
-        h("span", { class: "key" }, h("span", { class: "swatch mains" }), `training processes: ${plural(mains, "core")}`))
-    : null;
-  return [bar, key];
+  // each job's colour is keyed by the swatch in its row below; the grey of the main processes and the free
+  // cores' light grey were said only in a tooltip (title), which no keyboard, touch screen or screen reader reached
+  const key = (cls, label) => h("span", { class: "key" }, h("span", { class: `swatch ${cls}` }), label);
+  const keys = [
+    mains ? key("mains", `training processes: ${plural(mains, "core")}`) : null,
+    free ? key("free", `free: ${plural(free, "core")}`) : null,
+  ].filter(Boolean);
+  return [bar, keys.length ? h("p", { class: "legend bar-key" }, keys) : null];
 }
 
 function jobLink(id) {

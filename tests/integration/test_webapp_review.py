@@ -243,25 +243,32 @@ def test_why_the_model_is_the_fallback_is_text_and_a_job_page_has_its_title(serv
     wait_for(browser, lambda d: d.title == "adlrec: loader workers per job", "the page's own title again")
 
 
-def test_the_node_bars_grey_has_a_key_as_each_jobs_colour_has(service, browser):
-    # the grey segment (the cores the jobs' main processes use) was named only by its title, a tooltip that no
-    # keyboard, touch screen or screen reader reaches; each job's colour is keyed by the swatch in its row
+def test_the_node_bars_greys_have_keys_as_each_jobs_colour_has(service, browser):
+    # the grey segment (the cores the jobs' main processes use) and the light one (free cores) were named only by
+    # their titles, tooltips that no keyboard, touch screen or screen reader reaches; each job's colour is keyed
+    # by the swatch in its row
     srv, http = service
-    assert http.put("/nodes/gpu-k", json={"cores": 8, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    assert http.put("/nodes/gpu-k", json={"cores": 16, "memory_mb": 8000}, headers=AUTH).status_code == 200
     register(http, "gpu-k", "keyed", STEEP)
     register(http, "gpu-k", "keyed2", STEEP)
-    recompute(http)
+    (plan,) = recompute(http)
     mains = sum(j["main_cores"] for j in http.get("/jobs?status=active").json())
+    free = 16 - plan["cores_used"]
+    assert free > 0  # STEEP saturates at 3 workers: the node keeps cores free
     browser.get(f"{srv.url}/ui/?refresh=60")
     wait_for(browser, lambda d: {"keyed", "keyed2"} <= set(rows(d)), "the jobs")
     card = "article[data-node='gpu-k']"
-    assert text(browser, f"{card} .bar-key") == f"training processes: {mains} cores"
-    key, seg = browser.execute_script(
-        "return [...arguments].map(s => getComputedStyle(document.querySelector(s)).backgroundColor)",
-        f"{card} .bar-key .swatch",
-        f"{card} .cores .seg.mains",
+    keys = browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(k => k.textContent)", f"{card} .bar-key .key"
     )
-    assert key == seg and key not in ("rgba(0, 0, 0, 0)", "transparent"), (key, seg)
+    assert keys == [f"training processes: {mains} cores", f"free: {free} cores"]
+    for cls in ("mains", "free"):
+        key, seg = browser.execute_script(
+            "return [...arguments].map(s => getComputedStyle(document.querySelector(s)).backgroundColor)",
+            f"{card} .bar-key .swatch.{cls}",
+            f"{card} .cores .seg.{cls}",
+        )
+        assert key == seg and key not in ("rgba(0, 0, 0, 0)", "transparent"), (cls, key, seg)
     # shown, under the bar and above the table
     assert browser.execute_script(
         """const [bar, key, table] = [...arguments].map(s => document.querySelector(s).getBoundingClientRect());
