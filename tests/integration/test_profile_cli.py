@@ -197,6 +197,17 @@ def test_a_machine_that_slows_during_the_sweep_is_named_in_the_notes(tmp_path, c
     assert "samples/s (-" in note and "between the sweep's start and end" in note  # it slowed
 
 
+def test_a_machine_that_sped_up_during_the_sweep_is_named_with_a_plus(tmp_path, capsys):
+    """The same job the other way round: 250 ms steps at the start, none from the points on."""
+    slowing = Path(__file__).parent.parent / "fixtures" / "slowing_job.py"
+    args = ["profile", str(slowing), "--device", "cpu", "--budget", "0.4", "--max-workers", "0", "--no-log"]
+    assert main([*args, "--param", "fast_ms=250", "--param", "slow_ms=0", "--json", "--data-dir", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"]["ceiling_end"] > 2 * data["baseline"]["ceiling"]
+    (note,) = [n for n in data["notes"] if "compute ceiling moved" in n]
+    assert "samples/s (+" in note  # it sped up
+
+
 def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
     """`adlrec profiles list | head -1`: the closed pipe is the reader's choice, not an error to show."""
     r, w = os.pipe()

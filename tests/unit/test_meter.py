@@ -9,6 +9,7 @@ import pytest
 
 from adlrec.errors import JobContractError
 from adlrec.profile.meter import EndlessSampler, describe_error, measure, worker_init
+from adlrec.profile.steady import estimate_rate
 
 
 class FakeClock:
@@ -273,3 +274,43 @@ def test_a_contract_error_from_the_source_or_the_step_passes_through_unwrapped()
         measure(itertools.count(), refuse, **args)
     with pytest.raises(JobContractError, match="^model.py: no batch came"):
         measure(refusing_source(), lambda b: None, **args)
+
+
+@pytest.mark.parametrize("warmup_batches, warmup_s, skipped", [(3, 0.0, 3), (0, 0.4, 10), (3, 0.4, 10), (12, 0.4, 12)])
+def test_the_warmup_is_its_batches_and_its_seconds_whichever_lasts_longer(warmup_batches, warmup_s, skipped):
+    # 40 ms batches: 0.4 s of warm-up is 10 of them; then 20 steady ones make a stable window
+    clock = FakeClock()
+    drawn = []
+    source = (drawn.append(i) or i for i in itertools.count())
+    m = measure(
+        source,
+        lambda b: clock.advance(0.04),
+        clock=clock,
+        batch_size=1,
+        budget_s=5.0,
+        rse_target=0.05,
+        min_batches=20,
+        warmup_s=warmup_s,
+        warmup_batches=warmup_batches,
+    )
+    assert m.batches == 20 and len(drawn) == skipped + 20
+
+
+def test_the_error_is_the_batch_means_error_of_the_window_after_the_warmup():
+    # alternating 125 and 250 ms steps after two slow warm-up ones: 16 steps fill the 3 s budget
+    clock = FakeClock()
+    steps = itertools.chain([1.0, 1.0], itertools.cycle([0.125, 0.25]))
+    m = measure(
+        itertools.count(),
+        lambda b: clock.advance(next(steps)),
+        clock=clock,
+        batch_size=4,
+        budget_s=3.0,
+        rse_target=0.01,
+        min_batches=1000,
+        warmup_s=0,
+        warmup_batches=2,
+    )
+    expected = estimate_rate([0.125, 0.25] * 8, [4] * 16, groups=10)
+    assert (m.batches, m.seconds, m.rate) == (16, 3.0, expected.rate)
+    assert m.rse == pytest.approx(expected.rse) and m.rse > 0.01 and not m.stable
