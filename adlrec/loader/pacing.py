@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing.context import BaseContext
 from typing import Any
 
-__all__ = ["FORK_LOCK", "ForkPacer", "StartCancelled", "interruptible", "paced", "sheltered_fork"]
+__all__ = ["FORK_LOCK", "ForkPacer", "StartCancelled", "deferred_sigint", "interruptible", "paced", "sheltered_fork"]
 
 
 class StartCancelled(Exception):
@@ -145,6 +145,22 @@ _before_fork: tuple[bool, Any] = (False, None)
 
 
 @contextlib.contextmanager
+def deferred_sigint() -> Iterator[list[int]]:
+    """In the main thread, which runs Python's signal handlers: while the block runs, SIGINT's handler only
+    notes a ^C in the list yielded (elsewhere, or under a handler installed from C, which reads as None and
+    could not be put back, nothing changes).  The caller delivers it afterwards, where raising is safe."""
+    deferred: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield deferred
+        return
+    old = signal.signal(signal.SIGINT, lambda signum, _frame: deferred.append(signum))
+    try:
+        yield deferred
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
 def sheltered_fork() -> Iterator[None]:
     """Around a fork of the loader's (a worker, the zygote): a ^C (SIGINT to the whole process group) at that
     moment is neither lost in the training process nor seen by the child before it can take it quietly.
@@ -153,27 +169,30 @@ def sheltered_fork() -> Iterator[None]:
     the at-fork hooks or reads its arguments is only pending; :func:`interruptible` takes it inside the
     worker's run, which ends quietly.  Before, the child raised KeyboardInterrupt there, outside torch's
     worker loop, and printed a traceback beside the training process's.
-    In the parent's main thread, which runs Python's signal handlers: ^C while the at-fork hooks run
-    (logging's, say) raised KeyboardInterrupt inside a hook, where Python prints it as "Exception ignored"
-    and drops it: the training loop went on without its ^C (its workers, which got it too, had exited).
-    Here the handler only notes it, and it is raised again once the fork is done.
+    In the parent's main thread: ^C while the at-fork hooks run (logging's, say) raised KeyboardInterrupt
+    inside a hook, where Python prints it as "Exception ignored" and drops it: the training loop went on
+    without its ^C (its workers, which got it too, had exited).  Here it is raised once the fork is done.
     """
     global _before_fork
-    deferred: list[int] = []
-    old = None
-    # (a handler installed from C reads as None and could not be put back: left as it is)
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None:
-        old = signal.signal(signal.SIGINT, lambda signum, _frame: deferred.append(signum))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
-    _before_fork = (signal.SIGINT in mask, old)
-    try:
-        yield  # (a child leaves with os._exit, never through here)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
-            if deferred:
-                signal.raise_signal(signal.SIGINT)  # the old handler's turn: KeyboardInterrupt, as usual
+    handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    with deferred_sigint() as deferred:  # (the child gets the handler noting a ^C: it puts back ``handler``)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        _before_fork = (signal.SIGINT in mask, handler)
+        try:
+            yield  # (a child leaves with os._exit, never through here)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if deferred:
+        signal.raise_signal(signal.SIGINT)  # the real handler's turn: KeyboardInterrupt, as usual
+
+
+def _worker_interrupted(signum: int, frame: Any) -> None:
+    """A worker's ^C: KeyboardInterrupt, as Python's default handler raises, once ``multiprocessing`` counts
+    the worker as exiting.  The same ^C may interrupt the training process while it takes a batch's shared
+    memory from this worker (torch passes it through ``multiprocessing``'s resource sharer): the sharer's
+    thread here then printed that reset connection's traceback too, unless the process is exiting."""
+    util._exiting = True  # type: ignore[attr-defined]  # what util.is_exiting() reads
+    raise KeyboardInterrupt
 
 
 def interruptible(run: Callable[[], None]) -> None:
@@ -183,6 +202,8 @@ def interruptible(run: Callable[[], None]) -> None:
     it).  Afterwards SIGINT is ignored: a ^C while the worker exits (``multiprocessing``'s exit functions)
     printed a traceback too."""
     blocked, handler = _before_fork
+    if handler is signal.default_int_handler:
+        handler = _worker_interrupted
     try:
         try:
             if handler is not None:  # not sheltered_fork's, which only notes a ^C
