@@ -4,9 +4,12 @@ MODE: ``fork`` (the training process forks every worker) or ``zygote`` (a zygote
 MOMENT: when ^C (SIGINT to the whole process group, as a terminal sends it) comes.  A real signal, sent from
 inside the processes at the exact moment, since one sent from outside rarely lands in a window that short:
 - ``resize``: as a resize's first worker starts (fork: in the child's at-fork hooks; zygote: while the
-  worker the zygote forked reads its arguments);
+  worker the zygote forked reads its arguments; the epoch has no workers, so the resize's thread forks
+  the zygote);
 - ``epoch-start``: in the training process's at-fork hooks (main thread), at the epoch's last fork: its
   second pool's worker (3 workers start as pools of 2 and 1), after the zygote's fork with ``zygote``;
+- ``other-thread``: the same, at the epoch's first fork, but to the training process alone, and taken by
+  another of its threads (the kernel hands a process's signal to any thread not blocking it);
 - ``break``: while a worker exits (in ``multiprocessing``'s exit functions), stopped as the loop breaks out
   of the epoch (its iterator's ``__del__``); the script goes on for a while, as training would;
 - ``epoch-end``: the same, stopped at the epoch's end;
@@ -76,13 +79,25 @@ def ctrl_c_at_the_epochs_last_fork() -> None:
             ctrl_c()
 
 
+def ctrl_c_to_another_thread() -> None:
+    """^C to the training process alone, taken by a thread other than the main one, which runs the handler
+    (Python's) at its next check: here, while the at-fork hooks still run."""
+    if threading.current_thread() is threading.main_thread() and os.path.exists(ARM):
+        os.unlink(ARM)
+        other = next(t for t in threading.enumerate() if t is not threading.current_thread() and t.ident)
+        signal.pthread_kill(other.ident, signal.SIGINT)
+        time.sleep(0.05)
+
+
 if MOMENT == "epoch-start":
     os.register_at_fork(after_in_parent=ctrl_c_at_the_epochs_last_fork)
+if MOMENT == "other-thread":
+    os.register_at_fork(after_in_parent=ctrl_c_to_another_thread)
 
 loader = ResizableLoader(
     Slow(),
     1,
-    num_workers=3 if MOMENT == "epoch-start" else 1,
+    num_workers={"epoch-start": 3, "resize": 0 if MODE == "zygote" else 1}.get(MOMENT, 1),
     multiprocessing_context="fork",
     fork_server=MODE == "zygote",
     worker_init_fn=at_exit_of_worker_0 if MOMENT in ("break", "epoch-end") else None,
