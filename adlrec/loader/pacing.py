@@ -186,15 +186,6 @@ def sheltered_fork() -> Iterator[None]:
         signal.raise_signal(signal.SIGINT)  # the real handler's turn: KeyboardInterrupt, as usual
 
 
-def _worker_interrupted(signum: int, frame: Any) -> None:
-    """A worker's ^C: KeyboardInterrupt, as Python's default handler raises, once ``multiprocessing`` counts
-    the worker as exiting.  The same ^C may interrupt the training process while it takes a batch's shared
-    memory from this worker (torch passes it through ``multiprocessing``'s resource sharer): the sharer's
-    thread here then printed that reset connection's traceback too, unless the process is exiting."""
-    util._exiting = True  # type: ignore[attr-defined]  # what util.is_exiting() reads
-    raise KeyboardInterrupt
-
-
 def interruptible(run: Callable[[], None]) -> None:
     """In a worker forked under :func:`sheltered_fork` (by this process or by a zygote forked so): ``run()``
     with the training process's SIGINT handler and mask, a ^C ending it quietly (torch's worker loop does the
@@ -202,8 +193,6 @@ def interruptible(run: Callable[[], None]) -> None:
     it).  Afterwards SIGINT is ignored: a ^C while the worker exits (``multiprocessing``'s exit functions)
     printed a traceback too."""
     blocked, handler = _before_fork
-    if handler is signal.default_int_handler:
-        handler = _worker_interrupted
     try:
         try:
             if handler is not None:  # not sheltered_fork's, which only notes a ^C

@@ -4,8 +4,10 @@ MODE: ``fork`` (the training process forks every worker) or ``zygote`` (a zygote
 MOMENT: when ^C (SIGINT to the whole process group, as a terminal sends it) comes.  A real signal, sent from
 inside the processes at the exact moment, since one sent from outside rarely lands in a window that short:
 - ``resize``: as a resize's first worker starts (fork: in the child's at-fork hooks; zygote: while the
-  worker the zygote forked reads its arguments; the epoch has no workers, so the resize's thread forks
-  the zygote);
+  worker the zygote forked reads its arguments).  The epoch has no workers, so the resize's thread forks
+  the zygote, and no batch is being passed from a worker then: a ^C cutting that short can make the
+  worker's ``multiprocessing`` resource sharer print a ConnectionResetError (torch's and the standard
+  library's doing, not the loader's);
 - ``epoch-start``: in the training process's at-fork hooks (main thread), at the epoch's last fork: its
   second pool's worker (3 workers start as pools of 2 and 1), after the zygote's fork with ``zygote``;
 - ``other-thread``: the same, at the epoch's first fork, but to the training process alone, and taken by
@@ -97,7 +99,7 @@ if MOMENT == "other-thread":
 loader = ResizableLoader(
     Slow(),
     1,
-    num_workers={"epoch-start": 3, "resize": 0 if MODE == "zygote" else 1}.get(MOMENT, 1),
+    num_workers={"epoch-start": 3, "resize": 0}.get(MOMENT, 1),
     multiprocessing_context="fork",
     fork_server=MODE == "zygote",
     worker_init_fn=at_exit_of_worker_0 if MOMENT in ("break", "epoch-end") else None,
