@@ -12,12 +12,16 @@ side of a start is cheap (the cost is in the child).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from multiprocessing.context import BaseContext
+from typing import Any
 
-__all__ = ["FORK_LOCK", "ForkPacer", "StartCancelled", "paced"]
+__all__ = ["FORK_LOCK", "ForkPacer", "StartCancelled", "deferred_sigint", "interruptible", "paced", "sheltered_fork"]
 
 
 class StartCancelled(Exception):
@@ -134,6 +138,74 @@ def _unlock_in_child() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_unlock_in_child)
 
+_SIGINT = {signal.SIGINT}
+# What the forking thread had before sheltered_fork (copied into the child by the fork): whether it blocked
+# SIGINT itself, and the main thread's handler (None where the fork was not in the main thread).
+_before_fork: tuple[bool, Any] = (False, None)
+
+
+@contextlib.contextmanager
+def deferred_sigint() -> Iterator[list[int]]:
+    """In the main thread, which runs Python's signal handlers: while the block runs, SIGINT's handler only
+    notes a ^C in the list yielded (elsewhere, or under a handler installed from C, which reads as None and
+    could not be put back, nothing changes).  The caller delivers it afterwards, where raising is safe."""
+    deferred: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield deferred
+        return
+    old = signal.signal(signal.SIGINT, lambda signum, _frame: deferred.append(signum))
+    try:
+        yield deferred
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def sheltered_fork() -> Iterator[None]:
+    """Around a fork of the loader's (a worker, the zygote): a ^C (SIGINT to the whole process group) at that
+    moment is neither lost in the training process nor seen by the child before it can take it quietly.
+
+    In the child: SIGINT stays blocked (the signal mask is inherited), so one arriving while the child runs
+    the at-fork hooks or reads its arguments is only pending; :func:`interruptible` takes it inside the
+    worker's run, which ends quietly.  Before, the child raised KeyboardInterrupt there, outside torch's
+    worker loop, and printed a traceback beside the training process's.
+    In the parent's main thread: ^C while the at-fork hooks run (logging's, say) raised KeyboardInterrupt
+    inside a hook, where Python prints it as "Exception ignored" and drops it: the training loop went on
+    without its ^C (its workers, which got it too, had exited).  Here it is raised once the fork is done.
+    """
+    global _before_fork
+    handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    with deferred_sigint() as deferred:  # (the child gets the handler noting a ^C: it puts back ``handler``)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        _before_fork = (signal.SIGINT in mask, handler)
+        try:
+            yield  # (a child leaves with os._exit, never through here)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if deferred:
+        signal.raise_signal(signal.SIGINT)  # the real handler's turn: KeyboardInterrupt, as usual
+
+
+def interruptible(run: Callable[[], None]) -> None:
+    """In a worker forked under :func:`sheltered_fork` (by this process or by a zygote forked so): ``run()``
+    with the training process's SIGINT handler and mask, a ^C ending it quietly (torch's worker loop does the
+    same inside it: the training process raises KeyboardInterrupt, and a traceback per worker would bury
+    it).  Afterwards SIGINT is ignored: a ^C while the worker exits (``multiprocessing``'s exit functions)
+    printed a traceback too."""
+    blocked, handler = _before_fork
+    try:
+        try:
+            if handler is not None:  # not sheltered_fork's, which only notes a ^C
+                signal.signal(signal.SIGINT, handler)
+            if not blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)  # one pending since the fork is raised here
+            run()
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # if one came before the line above changed it
+
+
 if ForkContext is not None:
 
     class ClosingForkPopen(ForkPopen):  # type: ignore[misc,valid-type]
@@ -174,8 +246,11 @@ if ForkContext is not None:
         def start(self) -> None:
             if self.pacer is not None:
                 self.pacer.turn()
-            with FORK_LOCK:
+            with FORK_LOCK, sheltered_fork():  # a ^C now: raised once started, and the worker stays quiet
                 super().start()
+
+        def run(self) -> None:
+            interruptible(super().run)
 
     class PacedForkContext(ForkContext):  # type: ignore[misc,valid-type]
         """The fork context, with every process started under :data:`FORK_LOCK` and, given a ``pacer``,

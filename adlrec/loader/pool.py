@@ -218,6 +218,12 @@ class Pool:
             self.it = iter(self.loader)
         except RuntimeError as exc:  # torch's threads (queue feeders, pin memory): out of processes
             self.start_error = OSError(errno.EAGAIN, str(exc)) if "can't start new thread" in str(exc) else exc
+        except KeyboardInterrupt:
+            # ^C while the loop's own thread starts a pool (an epoch's start: only the main thread gets it):
+            # the user's, now.  Kept for the pool's first batch, it came too late: the epoch's other pools,
+            # whose batches came first, had lost their workers to the same ^C, and the loop raised "DataLoader
+            # worker exited unexpectedly" instead.
+            raise
         except BaseException as exc:  # re-raised in the loop's thread by wait_started
             self.start_error = exc
         self.start_s = time.perf_counter() - t - (self.pacer.waited_s if self.pacer is not None else 0.0)

@@ -11,6 +11,7 @@ depends on worker counts.
 
 from __future__ import annotations
 
+import _thread
 import functools
 import itertools
 import logging
@@ -18,6 +19,7 @@ import math
 import multiprocessing
 import numbers
 import os
+import signal
 import threading
 import time
 import warnings
@@ -33,7 +35,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from adlrec.errors import first_line
 from adlrec.loader.errands import Errands
 from adlrec.loader.order import EpochSampler, batches_of, draw_seed
-from adlrec.loader.pacing import ForkPacer, paced
+from adlrec.loader.pacing import ForkPacer, deferred_sigint, paced
 from adlrec.loader.pool import BatchRange, InnerLoader, Pool, shutdown
 from adlrec.loader.schedule import Schedule, Stretch
 from adlrec.loader.workers import WorkerGate, WorkerSetup, can_pin
@@ -558,7 +560,14 @@ class ResizableLoader:
             and not self._busy
             and threading.get_ident() == self._loop_thread
         ):
-            self._abandon()
+            # Called from __del__, where Python prints an exception as "Exception ignored" and drops it: a ^C
+            # while the workers stop (the loop broke out) was lost, and training went on.  It is noted, and
+            # sent again by a thread not waited for (Thread.start waits): that thread needs the GIL, which this
+            # one keeps past the few steps left of __del__, so the KeyboardInterrupt comes in the caller.
+            with deferred_sigint() as deferred:
+                self._abandon()
+            if deferred:
+                _thread.start_new_thread(os.kill, (os.getpid(), signal.SIGINT))
 
     @busy
     def _next(self, generation: int) -> Any:

@@ -47,7 +47,7 @@ from multiprocessing.context import BaseContext, set_spawning_popen
 from multiprocessing.popen_fork import Popen as ForkPopen
 from typing import Any
 
-from adlrec.loader.pacing import FORK_LOCK, ForkPacer
+from adlrec.loader.pacing import FORK_LOCK, ForkPacer, interruptible, sheltered_fork
 
 __all__ = ["Kept", "Zygote", "ZygoteContext", "can_use_zygote"]
 
@@ -221,7 +221,9 @@ class Zygote:
             if self._alive():
                 return
             resource_tracker.ensure_running()  # the named semaphores of the workers' queues register there
-            with FORK_LOCK:  # no other thread's fork may copy these ends before they are closed here
+            # no other thread's fork may copy these ends before they are closed here; a ^C meanwhile is raised
+            # once the zygote is recorded, and its workers inherit SIGINT blocked until they run (pacing.py)
+            with FORK_LOCK, sheltered_fork():
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 alive_r, alive_w = os.pipe()
                 _ALIVE_W.add(alive_w)  # at once: a fork from another thread must not keep it (nor does the zygote)
@@ -248,7 +250,7 @@ class Zygote:
                         os._exit(code)
                 os.close(alive_r)
                 theirs.close()
-            self.pid, self._sock, self._alive_w = pid, ours, alive_w
+                self.pid, self._sock, self._alive_w = pid, ours, alive_w
 
     def request(self, fds: Sequence[int]) -> tuple[int, int]:
         """Ask for one worker: returns ``(status_r, data_w)``; write the pickled process object to
@@ -485,6 +487,9 @@ class _ZygoteProcess(process.BaseProcess):
         if self._pace is not None:
             self._pace()
         super().start()
+
+    def run(self) -> None:
+        interruptible(super().run)
 
     def _Popen(self, process_obj: process.BaseProcess) -> _ZygotePopen:  # noqa: N802 - the stdlib's name
         assert self._zygote is not None

@@ -87,6 +87,30 @@ def test_a_loop_that_breaks_out_stops_the_epochs_workers():
     loader.close()
 
 
+@pytest.mark.parametrize("fork_server", [False, True])
+def test_persistent_workers_after_a_loop_broke_out_serve_later_epochs_and_their_resizes_exactly_once(fork_server):
+    """A loop that breaks out of an epoch early (its workers stop), then epochs that resize: one with new
+    pools (2 -> 4), then one with the persistent pools kept from it (4 -> 1).  Every index once per epoch."""
+    before = workers()
+    loader = make(persistent_workers=True, shuffle=True, seed=3, fork_server=fork_server, handover=2)
+    for i, _ in enumerate(loader):
+        if i == 5:
+            break
+    assert workers() <= before  # nothing kept from an epoch left early
+    for epoch, resize_to in ((1, 4), (2, 1)):
+        got = []
+        for i, batch in enumerate(loader):
+            got += batch.tolist()
+            if i == 6:
+                loader.resize(resize_to)
+        assert sorted(got) == list(range(40)), epoch
+        kept = loader._pools.kept
+        assert sum(p.workers for p in kept) == resize_to  # the pools of the last count wait for the next epoch
+        assert {w.pid for p in kept for w in p.loader._iterator._workers} <= workers() - before
+    loader.close()
+    assert workers() <= before
+
+
 def test_a_step_that_raises_mid_epoch_leaves_no_worker_thread_or_file_open():
     fds = len(os.listdir("/proc/self/fd"))
     before, threads_before = workers(), loader_threads()
