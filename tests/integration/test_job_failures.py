@@ -97,25 +97,26 @@ def test_a_module_beside_model_py_reaches_the_workers(tmp_path, monkeypatch):
     (tmp_path / f"{lazy}.py").write_text("OFFSET = 0\n")
     lazy_import = f"if get_worker_info() is not None:\n    import {lazy}\n    i += {lazy}.OFFSET"
     path = write_job(tmp_path, lazy_import, extra=f"\nfrom {helpers} import Target\n")
+    assert_targets_cross_the_worker_boundary(path, tmp_path)
+    for name in (helpers, lazy):
+        sys.modules.pop(name, None)
+
+
+def assert_targets_cross_the_worker_boundary(path, tmp_path):
+    """The job's samples carry a ``Target`` (defined where its test says), kept by its ``collate_fn``: a worker's
+    batch must reach the sweep with its class."""
     text = path.read_text().replace("return torch.zeros(3), i % 2", "return torch.zeros(3), Target(i % 2)")
     path.write_text(text + "\ndef collate_fn(s):\n    return torch.stack([x for x, _ in s]), [t for _, t in s]\n")
     b = bench(path, tmp_path)
     assert b.loader_alone(1, 0.2).rate > 0
     with b._batches(1) as it:
         assert type(next(it)[1][0]).__name__ == "Target"
-    for name in (helpers, lazy):
-        sys.modules.pop(name, None)
 
 
 def test_a_class_defined_in_model_py_crosses_the_worker_boundary(tmp_path):
     """A worker pickles each batch by its classes' module name: model.py's module is registered under its name."""
     path = write_job(tmp_path, extra="\nclass Target(int):\n    pass\n")
-    text = path.read_text().replace("return torch.zeros(3), i % 2", "return torch.zeros(3), Target(i % 2)")
-    path.write_text(text + "\ndef collate_fn(s):\n    return torch.stack([x for x, _ in s]), [t for _, t in s]\n")
-    b = bench(path, tmp_path)
-    assert b.loader_alone(1, 0.2).rate > 0
-    with b._batches(1) as it:
-        assert type(next(it)[1][0]).__name__ == "Target"
+    assert_targets_cross_the_worker_boundary(path, tmp_path)
 
 
 def _live_workers(before: set[int]) -> set[int]:
