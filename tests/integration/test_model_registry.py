@@ -103,6 +103,14 @@ def test_a_worse_model_is_registered_but_does_not_take_the_alias(registry, curve
     assert better.promoted == (better.evaluation.median_ape < first.evaluation.median_ape)
 
 
+def test_a_fit_that_only_ties_the_champion_does_not_take_the_alias(registry, curves):
+    """Promotion needs a strictly lower median APE: the same spec fitted again on the same curves scores the same."""
+    fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
+    again = fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
+    assert again.evaluation.median_ape == again.champion_evaluation.median_ape
+    assert not again.promoted and again.previous_champion == "1" and registry.champion().version == "1"
+
+
 def test_bad_probe_input_gets_a_clear_error(registry, curves):
     fit_and_register(curves, SPEC, registry, sources="test")
     pyfunc, version = registry.load()
