@@ -52,6 +52,8 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     run = registry.client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
+    # 6 workloads on 2 devices: 12 curves
+    assert (run.data.params["curves"], run.data.params["workloads"], run.data.params["sources"]) == ("12", "6", "test")
     assert "evaluation.csv" in {a.path for a in registry.client.list_artifacts(outcome.run_id)}
 
 
