@@ -357,17 +357,19 @@ def test_a_default_client_tries_a_5xx_three_times_waiting_a_tenth_then_a_fifth_o
     assert requests == ["POST /jobs"] * 3 and slept == [0.1, 0.2]
 
 
-def test_a_job_whose_registration_found_no_service_registers_when_it_answers(tmp_path):
-    """The service is not up yet when the job starts: a later heartbeat registers the job, and it is planned."""
+def test_a_job_whose_registration_found_no_service_registers_when_it_answers(tmp_path, caplog):
+    """The service is not up yet when the job starts: a later heartbeat registers the job, and it is planned
+    (registered first: not a heartbeat for a job with no id, answered 404 and said as a job the service lost)."""
     settings = service_settings(tmp_path)
     with LiveServer(create_app(settings)) as srv:  # only to find a free port
         port = srv.port
     client = ServiceClient(f"http://127.0.0.1:{port}", token="s3cret", sleep=lambda s: None)
     assert client.register(node="late", curve=STEEP, job_id="late-a", requested_workers=2) is None
     assert client.heartbeat(throughput=50.0, workers=2) is None  # still away, and no plan known
-    with LiveServer(create_app(settings), port=port) as srv:
+    with LiveServer(create_app(settings), port=port) as srv, caplog.at_level(logging.WARNING, logger="adlrec.client"):
         a = client.heartbeat(throughput=50.0, workers=2)
         assert a is not None and not a.stale and a.status == "active" and client.job_id == "late-a"
+        assert not [r.getMessage() for r in caplog.records if "no longer knows" in r.getMessage()]
         assert httpx.get(f"{srv.url}/jobs/late-a", timeout=10).json()["requested_workers"] == 2
         (plan,) = recompute(srv.url)
         assert client.heartbeat(throughput=50.0, workers=2).plan_id == plan["plan_id"]
