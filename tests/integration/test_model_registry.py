@@ -52,6 +52,8 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     run = registry.client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
+    # 6 workloads on 2 devices: 12 curves
+    assert (run.data.params["curves"], run.data.params["workloads"], run.data.params["sources"]) == ("12", "6", "test")
     assert "evaluation.csv" in {a.path for a in registry.client.list_artifacts(outcome.run_id)}
 
 
@@ -101,6 +103,14 @@ def test_a_worse_model_is_registered_but_does_not_take_the_alias(registry, curve
     assert registry.champion().version == "1"
     better = fit_and_register(curves, SPEC | {"n_estimators": 200}, registry, sources="test")
     assert better.promoted == (better.evaluation.median_ape < first.evaluation.median_ape)
+
+
+def test_a_fit_that_only_ties_the_champion_does_not_take_the_alias(registry, curves):
+    """Promotion needs a strictly lower median APE: the same spec fitted again on the same curves scores the same."""
+    fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
+    again = fit_and_register(curves, {"kind": "analytic"}, registry, sources="test")
+    assert again.evaluation.median_ape == again.champion_evaluation.median_ape
+    assert not again.promoted and again.previous_champion == "1" and registry.champion().version == "1"
 
 
 def test_bad_probe_input_gets_a_clear_error(registry, curves):

@@ -81,6 +81,20 @@ def test_a_service_that_lost_the_job_gets_it_registered_again(tmp_path):
     client.close()
 
 
+def test_a_job_the_service_named_is_registered_again_under_that_name(tmp_path):
+    """A job registered without an id takes the one the service gives; a service that lost it gets the same id back
+    (a follower rank reads the job by that id)."""
+    with LiveServer(create_app(service_settings(tmp_path / "one"))) as srv:
+        port = srv.port
+        client = ServiceClient(srv.url, token="s3cret", sleep=lambda s: None)
+        job_id = client.register(node="named", curve=STEEP)
+        assert job_id is not None
+    with LiveServer(create_app(service_settings(tmp_path / "two")), port=port) as srv:  # an empty store
+        assert not client.heartbeat(throughput=50.0, workers=2).stale
+        assert client.job_id == job_id and httpx.get(f"{srv.url}/jobs/{job_id}", timeout=10).status_code == 200
+    client.close()
+
+
 def test_a_plan_of_a_service_restarted_on_a_fresh_store_is_new_though_its_id_was_seen(tmp_path):
     with LiveServer(create_app(service_settings(tmp_path / "one", service_node_cores=6))) as srv:
         port = srv.port
@@ -105,7 +119,9 @@ def test_refusals_are_logged_once_and_never_raised(tmp_path, caplog):
             assert client.register(node="r", curve=STEEP) is None
             assert client.register(node="r", curve=STEEP) is None
             assert client.heartbeat(throughput=1.0, workers=1) is None
-        assert len(caplog.records) == 1 and "401" in caplog.records[0].getMessage()
+        assert len(caplog.records) == 1 and caplog.records[0].getMessage() == (
+            "adlrec service refused POST jobs 401: missing or wrong bearer token (Authorization: Bearer <token>)"
+        )
 
 
 def test_a_new_registration_applies_the_plan_again_though_its_id_was_seen(tmp_path):
@@ -357,17 +373,19 @@ def test_a_default_client_tries_a_5xx_three_times_waiting_a_tenth_then_a_fifth_o
     assert requests == ["POST /jobs"] * 3 and slept == [0.1, 0.2]
 
 
-def test_a_job_whose_registration_found_no_service_registers_when_it_answers(tmp_path):
-    """The service is not up yet when the job starts: a later heartbeat registers the job, and it is planned."""
+def test_a_job_whose_registration_found_no_service_registers_when_it_answers(tmp_path, caplog):
+    """The service is not up yet when the job starts: a later heartbeat registers the job, and it is planned
+    (registered first: not a heartbeat for a job with no id, answered 404 and said as a job the service lost)."""
     settings = service_settings(tmp_path)
     with LiveServer(create_app(settings)) as srv:  # only to find a free port
         port = srv.port
     client = ServiceClient(f"http://127.0.0.1:{port}", token="s3cret", sleep=lambda s: None)
     assert client.register(node="late", curve=STEEP, job_id="late-a", requested_workers=2) is None
     assert client.heartbeat(throughput=50.0, workers=2) is None  # still away, and no plan known
-    with LiveServer(create_app(settings), port=port) as srv:
+    with LiveServer(create_app(settings), port=port) as srv, caplog.at_level(logging.WARNING, logger="adlrec.client"):
         a = client.heartbeat(throughput=50.0, workers=2)
         assert a is not None and not a.stale and a.status == "active" and client.job_id == "late-a"
+        assert not [r.getMessage() for r in caplog.records if "no longer knows" in r.getMessage()]
         assert httpx.get(f"{srv.url}/jobs/late-a", timeout=10).json()["requested_workers"] == 2
         (plan,) = recompute(srv.url)
         assert client.heartbeat(throughput=50.0, workers=2).plan_id == plan["plan_id"]
