@@ -190,7 +190,18 @@ def check_job_file(path: str | Path) -> Path:
         raise JobContractError(f"{path}: no such file; expected a model.py that defines the adlrec job contract")
     if not path.is_file() or path.suffix != ".py":
         raise JobContractError(f"{path}: expected a Python file (model.py)")
+    _read_source(path)
     return path
+
+
+def _read_source(path: Path) -> bytes:
+    """The file's bytes, or one line saying why they cannot be read (permissions, an I/O error)."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise JobContractError(
+            f"{path}: cannot be read ({exc.strerror or exc}); expected a readable model.py"
+        ) from None
 
 
 def load_job(
@@ -206,7 +217,7 @@ def load_job(
     type of its default in ``PARAMS``.
     """
     path = check_job_file(path)
-    source = path.read_bytes()
+    source = _read_source(path)
     module = _import(path)
 
     for name in _REQUIRED_CALLABLES:

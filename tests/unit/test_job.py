@@ -1,12 +1,13 @@
 """The job contract: every way a model.py can be wrong gets one line naming what is wrong."""
 
+import os
 import sys
 import textwrap
 
 import pytest
 
 from adlrec.errors import JobContractError
-from adlrec.job import load_job, parse_param_overrides
+from adlrec.job import check_job_file, load_job, parse_param_overrides
 
 GOOD = """
 import torch
@@ -283,6 +284,20 @@ def test_a_folder_named_like_a_python_file_is_refused(tmp_path):
     (tmp_path / "model.py").mkdir()
     with pytest.raises(JobContractError, match="model.py: expected a Python file"):
         load_job(tmp_path / "model.py")
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/mem"), reason="needs /proc/self/mem, a file that opens and fails to read"
+)
+def test_a_model_py_that_cannot_be_read_is_one_line_not_a_traceback(tmp_path):
+    # an unreadable file (permissions, an I/O error): read_bytes raised OSError past the contract's checks.  Tests
+    # run as root, whom permissions never stop: /proc/self/mem opens and fails to read at offset 0 (EIO)
+    (tmp_path / "model.py").symlink_to("/proc/self/mem")
+    for check in (check_job_file, load_job):
+        with pytest.raises(
+            JobContractError, match=r"model.py: cannot be read \(Input/output error\); expected a readable"
+        ):
+            check(tmp_path / "model.py")
 
 
 def test_a_dataset_without_getitem_is_refused(tmp_path):
