@@ -20,6 +20,7 @@ away kept its last run's job id), is registered again from the saved registratio
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -48,6 +49,17 @@ class Assignment:
     stale: bool = False  # True when the service could not be reached and this is the last known answer
 
 
+def _check_settings(timeout_s: Any, retries: Any, backoff_s: Any) -> None:
+    """Refused when the client is built: past it, a bad value raised in every call, which the client logs
+    as an unexpected error (with a traceback) and the training loop never hears of."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"ServiceClient: retries must be a whole number >= 0, got {retries!r}")
+    for name, value, least in (("timeout_s", timeout_s, "> 0"), ("backoff_s", backoff_s, ">= 0")):
+        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        if not number or not (value > 0 if least == "> 0" else value >= 0):
+            raise ValueError(f"ServiceClient: {name} must be a finite number of seconds {least}, got {value!r}")
+
+
 class ServiceClient:
     def __init__(
         self,
@@ -60,6 +72,7 @@ class ServiceClient:
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        _check_settings(timeout_s, retries, backoff_s)
         token = (token or "").strip()  # a token file's newline is not part of it (nor of the service's)
         problem = token_problem(token)
         if problem is not None:  # httpx raised UnicodeEncodeError here, or h11 refused every request later

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from adlrec.client import ServiceClient
@@ -31,3 +33,25 @@ def test_what_the_job_keeps_while_the_service_is_away_counts_workers_in_words():
     assert _keeping(Assignment(0, None, "active", False)) == (
         "keeping 0 workers (the service has not planned this job yet)"
     )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"retries": -1}, "retries must be a whole number >= 0, got -1"),
+        ({"retries": 1.5}, "retries must be a whole number >= 0, got 1.5"),
+        ({"retries": True}, "retries must be a whole number >= 0, got True"),
+        ({"timeout_s": 0}, "timeout_s must be a finite number of seconds > 0, got 0"),
+        ({"timeout_s": float("inf")}, "timeout_s must be a finite number of seconds > 0, got inf"),
+        ({"backoff_s": -0.1}, "backoff_s must be a finite number of seconds >= 0, got -0.1"),
+        ({"backoff_s": float("nan")}, "backoff_s must be a finite number of seconds >= 0, got nan"),
+    ],
+)
+def test_settings_the_client_cannot_work_with_are_refused_when_it_is_built(kwargs, message):
+    # a negative retries count made every call raise inside the client, logged as an unexpected error each time
+    with pytest.raises(ValueError, match=f"^ServiceClient: {re.escape(message)}$"):
+        ServiceClient("http://127.0.0.1:1", **kwargs)
+
+
+def test_the_edges_of_the_settings_are_accepted():
+    ServiceClient("http://127.0.0.1:1", retries=0, backoff_s=0, timeout_s=0.001).close()
