@@ -123,6 +123,17 @@ def test_a_training_process_killed_while_a_resize_starts_leaves_no_process(mode,
     assert not left
 
 
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT handled as a run from a terminal has it (a KeyboardInterrupt), for the test's own process: one
+    started in the background by a shell without job control (CI does so) has it ignored, and its workers
+    with it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
 @pytest.mark.parametrize("zygote_forked_by", ["the epoch", "a resize"])
 def test_a_worker_the_zygote_forked_takes_ctrl_c_as_a_forked_worker_does(zygote_forked_by, capfd):
     """A ^C to a worker alone ends it quietly (torch's worker loop), not ignored as the zygote ignores it.

@@ -34,6 +34,9 @@ from adlrec.loader import ResizableLoader
 from adlrec.loader import zygote as zygote_module
 
 MODE, MOMENT, ARM = sys.argv[1:4]
+# as a run from a terminal has it: a process started in the background by a shell without job control (CI
+# does so) inherits SIGINT ignored, and Python then leaves it ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ctrl_c() -> None:
