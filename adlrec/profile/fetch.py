@@ -59,11 +59,14 @@ def measure_fetch(
     if bad is not None:
         why = "is a directory, not a file" if bad.is_dir() else "not found"
         return FetchCost(0.0, 0.0, 0.0, f"not measured: raw file {why}: {bad}")
-    chosen = spread(list(files), max_files)
-    total_bytes = sum(f.stat().st_size for f in files)
-    chosen_bytes = sum(f.stat().st_size for f in chosen)
-    if chosen_bytes == 0:
+    sizes = {f: f.stat().st_size for f in files}
+    total_bytes = sum(sizes.values())
+    if total_bytes == 0:
         return FetchCost(0.0, 0.0, 0.0, "not measured: raw files are empty")
+    # read speed is measured on files that hold bytes: a sample of only empty ones (some files empty, as
+    # many as were picked) was reported as "raw files are empty" though the others were not
+    chosen = spread([f for f in files if sizes[f]], max_files)
+    chosen_bytes = sum(sizes[f] for f in chosen)
 
     method = _evict(chosen)
     t0 = clock()

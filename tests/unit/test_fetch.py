@@ -65,6 +65,16 @@ def test_fetch_of_empty_files_says_so(tmp_path):
     assert measure_fetch(files, samples=2) == FetchCost(0.0, 0.0, 0.0, "not measured: raw files are empty")
 
 
+def test_empty_files_among_others_are_not_all_that_is_read(tmp_path):
+    # every other file empty, and two picked of four: the pick was the two empty ones, "raw files are empty"
+    files = [tmp_path / f"{i}.bin" for i in range(4)]
+    for i, f in enumerate(files):
+        f.write_bytes(b"x" * 10240 * (i % 2))
+    cost = measure_fetch(files, samples=4, max_files=2)
+    assert not cost.method.startswith("not measured"), cost.method
+    assert cost.bytes_per_sample == 20480 / 4 and cost.cold_s > 0
+
+
 def test_a_missing_file_anywhere_in_the_list_is_named_not_only_the_first(tmp_path):
     files = twenty_files_of_10_kb(tmp_path)
     files[7].unlink()
