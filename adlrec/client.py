@@ -54,10 +54,14 @@ def _check_settings(timeout_s: Any, retries: Any, backoff_s: Any) -> None:
     as an unexpected error (with a traceback) and the training loop never hears of."""
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"ServiceClient: retries must be a whole number >= 0, got {retries!r}")
-    for name, value, least in (("timeout_s", timeout_s, "> 0"), ("backoff_s", backoff_s, ">= 0")):
-        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-        if not number or not (value > 0 if least == "> 0" else value >= 0):
-            raise ValueError(f"ServiceClient: {name} must be a finite number of seconds {least}, got {value!r}")
+    if not (_finite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"ServiceClient: timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+    if not (_finite(backoff_s) and backoff_s >= 0):
+        raise ValueError(f"ServiceClient: backoff_s must be a finite number of seconds >= 0, got {backoff_s!r}")
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 class ServiceClient:

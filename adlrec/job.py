@@ -185,19 +185,19 @@ def parse_param_overrides(items: Sequence[str]) -> dict[str, str]:
 def check_job_file(path: str | Path) -> Path:
     """``path`` as a Path if it names a Python file, else a :class:`JobContractError`; checked before
     anything is created for the job."""
+    return _checked_source(path)[0]
+
+
+def _checked_source(path: str | Path) -> tuple[Path, bytes]:
+    """``path`` as a Path and its bytes if it names a readable Python file, else a :class:`JobContractError`
+    (one line: permissions or an I/O error too)."""
     path = Path(path)
     if not path.exists():
         raise JobContractError(f"{path}: no such file; expected a model.py that defines the adlrec job contract")
     if not path.is_file() or path.suffix != ".py":
         raise JobContractError(f"{path}: expected a Python file (model.py)")
-    _read_source(path)
-    return path
-
-
-def _read_source(path: Path) -> bytes:
-    """The file's bytes, or one line saying why they cannot be read (permissions, an I/O error)."""
     try:
-        return path.read_bytes()
+        return path, path.read_bytes()
     except OSError as exc:
         raise JobContractError(
             f"{path}: cannot be read ({exc.strerror or exc}); expected a readable model.py"
@@ -216,8 +216,7 @@ def load_job(
     ``overrides`` maps parameter names to strings from the command line; each is converted to the
     type of its default in ``PARAMS``.
     """
-    path = check_job_file(path)
-    source = _read_source(path)
+    path, source = _checked_source(path)
     module = _import(path)
 
     for name in _REQUIRED_CALLABLES:
