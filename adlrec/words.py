@@ -19,3 +19,8 @@ def count(n: int, word: str) -> str:
 def agree(n: int, one: str, many: str) -> str:
     """The form of a verb whose subject is ``n`` things: ``agree(1, "reaches", "reach")`` is "reaches"."""
     return one if n == 1 else many
+
+
+def reaching(n: int, share: float) -> str:
+    """``n`` workers and the share of the best they reach: "1 worker reaches 95% of it"."""
+    return f"{count(n, 'worker')} {agree(n, 'reaches', 'reach')} {share:.0%} of it"

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from adlrec.predict.evaluate import Evaluation
 from adlrec.schemas import ENOUGH_SHARE, DeviceSpec
-from adlrec.words import agree, count
+from adlrec.words import count, reaching
 
 __all__ = ["evaluation_table", "fit_table", "prediction_line", "prediction_table", "sweep_line"]
 
@@ -56,18 +56,22 @@ def prediction_table(
         table.add_column("error", justify="right")
     peak = max(curve)
     for w, t in enumerate(curve):
-        row = [str(w), f"{t:,.1f}", f"{t / peak:.0%}"]
+        row = [str(w), f"{t:,.1f}", _ratio(t, peak, ".0%")]
         if measured is not None:
-            row += [f"{measured[w]:,.1f}", f"{(t - measured[w]) / measured[w]:+.1%}"]
+            row += [f"{measured[w]:,.1f}", _ratio(t - measured[w], measured[w], "+.1%")]
         table.add_row(*row)
     return table
+
+
+def _ratio(part: float, whole: float, spec: str) -> str:
+    """``part / whole`` formatted, or a dash where ``whole`` is 0 (a curve or a measurement of nothing)."""
+    return "–" if whole == 0 else format(part / whole, spec)
 
 
 def prediction_line(curve: Sequence[float], best_w: int, enough_w: int) -> str:
     """The line under the table: the predicted best, and the fewest workers predicted to reach 95% of it."""
     return (
-        f"predicted max {curve[best_w]:,.1f} samples/s at {count(best_w, 'worker')}; "
-        f"{count(enough_w, 'worker')} {agree(enough_w, 'reaches', 'reach')} {ENOUGH_SHARE:.0%} of it"
+        f"predicted max {curve[best_w]:,.1f} samples/s at {count(best_w, 'worker')}; {reaching(enough_w, ENOUGH_SHARE)}"
     )
 
 

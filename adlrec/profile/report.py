@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from adlrec.schemas import ENOUGH_SHARE, Profile, ProfilePoint
-from adlrec.words import agree, count
+from adlrec.words import count, reaching
 
 __all__ = ["best_line", "curve_csv", "plot_curve", "profile_table"]
 
@@ -34,10 +34,7 @@ def best_line(profile: Profile) -> str:
     best, enough = profile.best, profile.enough()
     line = f"best: {count(best.workers, 'worker')}, {best.throughput:,.1f} samples/s"
     if enough.workers != best.workers:
-        reach = agree(enough.workers, "reaches", "reach")
-        line += (
-            f"; {count(enough.workers, 'worker')} {reach} {ENOUGH_SHARE:.0%} of it ({enough.throughput:,.1f} samples/s)"
-        )
+        line += f"; {reaching(enough.workers, ENOUGH_SHARE)} ({enough.throughput:,.1f} samples/s)"
     return line
 
 

@@ -1,4 +1,4 @@
-from adlrec.words import agree, count, plural
+from adlrec.words import agree, count, plural, reaching
 
 
 def test_one_thing_is_said_as_is_and_every_other_count_in_the_plural():
@@ -18,3 +18,9 @@ def test_words_ending_in_a_hiss_take_es():
 
 def test_a_verb_agrees_with_its_count():
     assert [agree(n, "reaches", "reach") for n in (0, 1, 2)] == ["reach", "reaches", "reach"]
+
+
+def test_the_fewest_workers_reaching_a_share_are_said_one_way_wherever_they_are_printed():
+    assert reaching(1, 0.95) == "1 worker reaches 95% of it"
+    assert reaching(3, 0.95) == "3 workers reach 95% of it"
+    assert reaching(0, 0.9) == "0 workers reach 90% of it"

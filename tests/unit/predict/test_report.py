@@ -68,3 +68,12 @@ def test_the_evaluation_table_puts_each_score_under_its_own_column():
     ]
     row = next(line for line in lines if "new: analytic" in line)
     assert [c.strip() for c in row.split("│")[1:-1]] == ["new: analytic", "10.0%", "30.0%", "20.0%", "50%", "4", "2"]
+
+
+def test_a_curve_predicted_at_zero_everywhere_shows_a_dash_for_its_share_not_a_division_by_zero():
+    out = StringIO()
+    Console(file=out, width=120).print(prediction_table("w", DeviceSpec("emulate", 5.0), [0.0, 0.0], [0.0, 10.0]))
+    rows = [line.replace("│", " ").split() for line in out.getvalue().splitlines()]
+    # no share of a zero peak, no error relative to a zero measurement; the other error is (0 - 10) / 10
+    assert ["0", "0.0", "–", "0.0", "–"] in rows
+    assert ["1", "0.0", "–", "10.0", "-100.0%"] in rows
