@@ -287,9 +287,14 @@ function coreBar(node, plan, active) {
   );
   // each job's colour is keyed by the swatch in its row below; the grey of the main processes and the free
   // cores' light grey were said only in a tooltip (title), which no keyboard, touch screen or screen reader reached
-  const key = (cls, label) => h("span", { class: "key" }, h("span", { class: `swatch ${cls}` }), label);
+  const key = (cls, label, style) => h("span", { class: "key" }, h("span", { class: `swatch ${cls}`, style }), label);
+  // a job that ended after the plan was made keeps its segment until the next plan, but has no row to key it
+  const rowed = new Set(active.map((j) => j.job_id));
   const keys = [
     mains ? key("mains", `training processes: ${plural(mains, "core")}`) : null,
+    ...parts
+      .filter(([id]) => !rowed.has(id))
+      .map(([id, w]) => key("job", `${id} (ended since this plan): ${plural(w, "worker")}`, `background:${colour(id)}`)),
     free ? key("free", `free: ${plural(free, "core")}`) : null,
   ].filter(Boolean);
   return [bar, keys.length ? h("p", { class: "legend bar-key" }, keys) : null];

@@ -279,6 +279,29 @@ def test_the_node_bars_greys_have_keys_as_each_jobs_colour_has(service, browser)
     )
 
 
+def test_a_job_that_ended_after_the_plan_keeps_a_key_for_its_segment(service, browser):
+    # its segment stays in the bar until the next plan, but it has no row (and so no swatch) in the table
+    srv, http = service
+    assert http.put("/nodes/gpu-x", json={"cores": 16, "memory_mb": 8000}, headers=AUTH).status_code == 200
+    register(http, "gpu-x", "stays", STEEP)
+    register(http, "gpu-x", "leaves", STEEP)
+    (plan,) = recompute(http)
+    assert plan["workers"]["leaves"] > 0
+    assert http.post("/jobs/leaves/finish", headers=AUTH).status_code == 200
+    browser.get(f"{srv.url}/ui/?refresh=60")
+    wait_for(browser, lambda d: list(rows(d)) == ["stays"], "the job still active")
+    card = "article[data-node='gpu-x']"
+    keys = texts(browser, f"{card} .bar-key .key")
+    assert f"leaves (ended since this plan): {plan['workers']['leaves']} workers" in keys, keys
+    assert not any(k.startswith("stays") for k in keys), keys  # keyed by its row's swatch
+    key, seg = browser.execute_script(
+        "return [...arguments].map(s => getComputedStyle(document.querySelector(s)).backgroundColor)",
+        f"{card} .bar-key .key:nth-child(2) .swatch",
+        f"{card} .cores .seg[title^='leaves:']",
+    )
+    assert key == seg, (key, seg)
+
+
 def test_a_plan_that_empties_a_node_says_so_in_the_plans_chart_and_table(service, browser):
     # the node's last job ended: its plan holds no job, and the chart drew an empty column, the table an empty cell
     srv, http = service
