@@ -148,6 +148,33 @@ def test_adlrec_serve_names_a_store_url_it_cannot_use(tmp_path, capsys, url, say
     assert main(["serve", "--port", "0", "--store-url", url, "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "ADLREC_SERVICE_STORE_URL" in err
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # refused before the MLflow store was made
+
+
+def test_adlrec_serve_refuses_a_store_url_in_one_line_before_any_log_line(tmp_path):
+    """As a user runs it: the refusal came after the start-up's log lines (no token, uvicorn's parser)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
+    data = tmp_path / "data"
+    cmd = [
+        sys.executable,
+        "-m",
+        "adlrec.cli",
+        "serve",
+        "--port",
+        "0",
+        "--store-url",
+        "notaurl",
+        "--data-dir",
+        str(data),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("adlrec: error: job store URL 'notaurl' is not a database URL;"), done.stderr
+    assert done.stderr.count("\n") == 1 and not data.exists()
 
 
 def test_a_store_url_hides_its_password_and_a_database_that_cannot_open_exits_1(tmp_path):
