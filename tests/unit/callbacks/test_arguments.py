@@ -83,6 +83,21 @@ def test_a_job_must_say_what_its_curve_is_and_poll_at_a_positive_interval():
         ADLLoop(Indices(8), curve=CURVE, interval_s=0)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"curves": CURVE}, "ADLLoop() got an unexpected keyword argument 'curves'; did you mean 'curve'?"),
+        ({"probes": PROBE}, "ADLLoop() got an unexpected keyword argument 'probes'; did you mean 'probe'?"),
+        ({"interval": 0.3}, "unexpected keyword argument 'interval'; did you mean 'interval_s'?"),
+    ],
+)
+def test_a_typo_is_named_before_the_missing_curve_or_probe_it_causes(kwargs, says):
+    """`curves=[...]` said 'give exactly one of probe= or curve=', which hid the typo."""
+    with pytest.raises(TypeError) as exc:
+        ADLLoop(Indices(8), **kwargs)
+    assert says in str(exc.value)
+
+
 def test_a_controller_refuses_an_interval_its_heartbeat_thread_cannot_wait():
     from adlrec.callbacks import Controller
 
