@@ -228,6 +228,22 @@ def test_the_example_scripts_say_a_mistake_in_one_line(tmp_path, tiny_job_path, 
 
 
 @pytest.mark.parametrize("script", ["train_loop.py", "train_lightning.py"])
+def test_the_example_scripts_say_a_bad_setting_in_one_line(tmp_path, tiny_job_path, script):
+    """A bad ADLREC_* variable printed pydantic's four lines and its web link."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / script
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "ADLREC_POINT_BUDGET_S": "-1"}
+    done = subprocess.run([sys.executable, str(path), str(tiny_job_path)], capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stderr
+    says = f"{script}: error: setting point_budget_s: Input should be greater than 0 (from ADLREC_POINT_BUDGET_S)\n"
+    assert done.stderr.endswith(says) and "validation error" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("script", ["train_loop.py", "train_lightning.py"])
 @pytest.mark.parametrize(
     ("args", "says"),
     [
