@@ -18,16 +18,25 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["EXIT_ORPHANED", "POLL_S", "watch_parent"]
+__all__ = ["EXIT_ORPHANED", "POLL_S", "ignore_interrupts", "watch_parent"]
 
 log = logging.getLogger("adlrec.service")
 
 POLL_S = 0.5  # how often a child looks for its parent: it notices the death within about this
 EXIT_ORPHANED = 3  # the exit code of a child ended because the service is gone (nobody reads it but tests)
+
+
+def ignore_interrupts() -> None:
+    """In a child, first thing: ignore SIGINT.  A terminal's Ctrl-C goes to the whole foreground process
+    group, so each child took it as its own KeyboardInterrupt, printed a traceback and died, the writer
+    without writing the samples it held, while the service shut down and would have stopped it in order.
+    The service stops its children itself; without it, :func:`watch_parent` ends them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def watch_parent(

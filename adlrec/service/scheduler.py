@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from adlrec.service.lifeline import watch_parent
+from adlrec.service.lifeline import ignore_interrupts, watch_parent
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
@@ -251,7 +251,9 @@ def _start_pool() -> tuple[ProcessPoolExecutor, Future]:
 
 def _init_worker(parent_pid: int) -> None:
     """In the recompute process: exit once the service (``parent_pid``) is gone, even killed by
-    SIGKILL, rather than live on as an orphan; then run at a lower priority."""
+    SIGKILL, rather than live on as an orphan; then run at a lower priority.  A Ctrl-C is the service's to
+    handle (its shutdown stops this pool)."""
+    ignore_interrupts()
     watch_parent(parent_pid, "the recompute process")  # before the nice: the watcher keeps its priority
     _lower_priority()
 
