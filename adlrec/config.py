@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from adlrec.schemas import MAX_WORKERS
 
-__all__ = ["Settings", "load_settings", "sqlite_file"]
+__all__ = ["Settings", "load_settings", "settings_problem", "sqlite_file"]
 
 
 # The MLflow experiment `adlrec simulate --log-mlflow` logs to, unless --experiment names another.
@@ -94,6 +94,15 @@ class Settings(BaseSettings):
     # Folder of the web UI's static files, served at /ui/; empty: the copy a wheel installs, else the checkout's webapp/.
     service_webapp_dir: Path | None = None
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir(cls, v: Any) -> Any:
+        """An empty folder (``ADLREC_DATA_DIR=$(cat missing-file)``, ``ADLREC_DATA_DIR=``) read as the current
+        one: the stores, artifacts and datasets went wherever the command ran."""
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("is empty; expected a folder, or unset it for the default, .adlrec")
+        return v
+
     @field_validator("service_token")
     @classmethod
     def _token(cls, v: SecretStr | None) -> SecretStr | None:
@@ -144,6 +153,15 @@ def load_settings(**overrides: Any) -> Settings:
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     return Settings(**given)
+
+
+def settings_problem(exc: ValidationError, flags: bool = True) -> str:
+    """The first setting :func:`load_settings` refused, in one line naming it and its variable (and, for a
+    command with flags, that a flag may have set it), instead of pydantic's lines and link."""
+    err = exc.errors()[0]
+    field = ".".join(str(x) for x in err["loc"]) or "settings"
+    msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+    return f"setting {field}: {msg} (from ADLREC_{field.upper()}{' or its flag' if flags else ''})"
 
 
 def sqlite_file(uri: str) -> Path | None:

@@ -25,8 +25,10 @@ def ensure_folder(path: Path, what: str, set_by: str = "") -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        # mkdir's own word for a file in the way, 'File exists', reads as if the folder were there
+        why = "it is a file" if isinstance(exc, FileExistsError) else exc.strerror or exc
         raise UsageError(
-            f"cannot create {what} {path}: {exc.strerror or exc}; expected a folder adlrec may write to"
+            f"cannot create {what} {path}: {why}; expected a folder adlrec may write to"
             + (f" (set by {set_by})" if set_by else "")
         ) from None
     return path

@@ -22,10 +22,11 @@ import sys
 
 import lightning as L
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from pydantic import ValidationError
 from torch.utils.data import DistributedSampler
 
 from adlrec.callbacks import ADLCallback, check_arguments
-from adlrec.config import load_settings
+from adlrec.config import load_settings, settings_problem
 from adlrec.errors import AdlrecError
 from adlrec.job import load_job
 from adlrec.loader import ResizableLoader
@@ -86,7 +87,10 @@ def main() -> int:
     logging.getLogger("adlrec").setLevel(logging.INFO)
 
     try:  # a mistake in the arguments or the model.py: one line, before anything starts
-        settings = load_settings()
+        try:
+            settings = load_settings()
+        except ValidationError as exc:  # a bad ADLREC_* variable: one line, not pydantic's several
+            raise ValueError(settings_problem(exc, flags=False)) from None
         job = load_job(args.model_py, data_dir=settings.datasets_dir)
         device = parse_device("auto")
         if args.devices < 1:

@@ -27,8 +27,10 @@ import os
 import sys
 import time
 
+from pydantic import ValidationError
+
 from adlrec.callbacks import ADLLoop, batch_samples, check_arguments
-from adlrec.config import load_settings
+from adlrec.config import load_settings, settings_problem
 from adlrec.errors import AdlrecError
 from adlrec.job import load_job
 from adlrec.loader import ResizableLoader
@@ -131,7 +133,10 @@ def main() -> int:
 
     try:  # a mistake in the arguments or the model.py: one line, before anything starts
         check_counts(args.epochs, args.workers, service=not args.no_service)
-        settings = load_settings()
+        try:
+            settings = load_settings()
+        except ValidationError as exc:  # a bad ADLREC_* variable: one line, not pydantic's several
+            raise ValueError(settings_problem(exc, flags=False)) from None
         job = load_job(args.model_py, data_dir=settings.datasets_dir)
         device = parse_device(args.device)
         rank, world = join_run(device)  # first: on CUDA it picks this rank's GPU for the model

@@ -46,6 +46,7 @@ def make_controller(
 ) -> Controller:
     """The controller for adapter ``who``, its arguments checked now: a typo or a bad value is an error at
     construction, not a registration the service refuses while the job trains on without it."""
+    _check_keywords(who, registration)  # first: a typo'd curve= (curves=) is that typo, not a missing curve
     if (probe is None) == (curve is None):
         raise ValueError(
             f"{who}: give exactly one of probe= (the features `adlrec predict model.py --json` prints under "
@@ -98,6 +99,21 @@ def check_arguments(
     return url, node, token
 
 
+def _check_keywords(who: str, registration: dict[str, Any]) -> None:
+    """A keyword argument that is neither the adapter's own nor a registration field is a ``TypeError``
+    naming it, with the closest known name."""
+    from adlrec.service.api import JobRegistration
+
+    known = sorted({*OWN_ARGUMENTS, *JobRegistration.model_fields})
+    for name in registration:
+        if name not in JobRegistration.model_fields:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(
+                f"{who}() got an unexpected keyword argument {name!r}{hint} (expected one of {', '.join(known)})"
+            )
+
+
 def _check_registration(who: str, node: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The registration's fields as the service will get them (JSON: a numpy or torch scalar made a
     number), validated as the service will (its own pydantic model), naming what was wrong."""
@@ -114,13 +130,6 @@ def _check_registration(who: str, node: str, fields: dict[str, Any]) -> dict[str
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
-            known = sorted({*OWN_ARGUMENTS, *JobRegistration.model_fields})
-            close = difflib.get_close_matches(where, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(
-                f"{who}() got an unexpected keyword argument {where!r}{hint} (expected one of {', '.join(known)})"
-            ) from None
         msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
         if not where:  # a check across fields (the model's own validator): its message names them
             raise ValueError(f"{who}: {msg}"[:500]) from None

@@ -49,6 +49,13 @@ def number(
     return parse
 
 
+def folder(text: str) -> Path:
+    """An argparse type for a folder: an empty name would be the current folder, not what was meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a folder, got {text!r}")
+    return Path(text)
+
+
 # bounds a command can still answer in reasonable time; the same as the service's (adlrec.service.api)
 worker_count = number(int, 0, maximum=256)
 core_count = number(int, 1, maximum=4096)
@@ -70,14 +77,14 @@ def store_args(
     if experiment is not None:
         p.add_argument("--experiment", default=None, help=f"{what} (default: {experiment})")
     p.add_argument(
-        "--data-dir", type=Path, default=None, help="folder for embedded stores and generated data (default: .adlrec)"
+        "--data-dir", type=folder, default=None, help="folder for embedded stores and generated data (default: .adlrec)"
     )
 
 
 def settings_from(args: argparse.Namespace, **extra):
     from pydantic import ValidationError
 
-    from adlrec.config import load_settings
+    from adlrec.config import load_settings, settings_problem
 
     try:
         return load_settings(
@@ -87,10 +94,7 @@ def settings_from(args: argparse.Namespace, **extra):
             **extra,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(x) for x in err["loc"]) or "settings"
-        msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
-        raise UsageError(f"setting {field}: {msg} (from ADLREC_{field.upper()} or its flag)") from None
+        raise UsageError(settings_problem(exc)) from None
 
 
 def stdout():

@@ -260,7 +260,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from adlrec.folders import ensure_folder
-    from adlrec.profile.library import export_profiles
+    from adlrec.profile.library import export_profiles, newest_first
     from adlrec.schemas import ENOUGH_SHARE
 
     if args.profiles_command == "import":
@@ -279,6 +279,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         tracker = open_tracker(settings, args)
         runs = tracker.profiles()
     if args.profiles_command == "list":
+        runs = newest_first(runs, lambda r: r.profile)
         if not runs:
             print(f"no complete profiles in experiment {settings.experiment!r} at {tracker.tracking_uri}")
         wide = max((len(r.profile.workload) for r in runs), default=0)  # columns line up whatever the names

@@ -176,6 +176,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         read_trace,
     )
 
+    if not args.log_mlflow:  # as profile --no-log: a flag naming where nothing goes is a mistake, not a no-op
+        for flag, value in (
+            ("--tracking-uri", args.tracking_uri),
+            ("--experiment", args.experiment),
+            ("--data-dir", args.data_dir),
+        ):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} names where --log-mlflow logs the comparison; without --log-mlflow nothing is logged"
+                )
     names = list(dict.fromkeys(n.strip() for n in args.policy.split(",") if n.strip()))  # each once, in order
     unknown = [n for n in names if n not in POLICIES]
     if unknown or not names:

@@ -118,10 +118,15 @@ def _get(
         ) from None
     if r.status_code != 200:
         try:
-            detail = r.json().get("detail", r.text)
+            body = r.json()
         except ValueError:
-            detail = r.text
-        raise ServiceError(f"the service at {base} answered GET {path} with {r.status_code}: {str(detail)[:300]}")
+            body = None
+        detail = body.get("detail") if isinstance(body, dict) else None
+        if not isinstance(detail, str):  # another program's page (a web server's HTML 404), or its JSON
+            first = next((line.strip() for line in r.text.splitlines() if line.strip()), "")
+            detail = f"not an adlrec service's answer ({first[:80]!r}...): is --url its address?"
+        one_line = " ".join(detail.split())
+        raise ServiceError(f"the service at {base} answered GET {path} with {r.status_code}: {one_line[:300]}")
     try:
         data = r.json()
     except ValueError:

@@ -22,6 +22,7 @@ __all__ = [
     "file_name",
     "load_profiles",
     "measured_at",
+    "newest_first",
     "newest_per_key",
     "profile_key",
     "write_index",
@@ -85,6 +86,19 @@ def newest_per_key(items: Iterable[T], profile_of: Callable[[T], Profile]) -> di
         if key not in newest or measured_at(profile_of(item)) > measured_at(profile_of(newest[key])):
             newest[key] = item
     return newest
+
+
+def newest_first(items: Iterable[T], profile_of: Callable[[T], Profile]) -> list[T]:
+    """The items, the newest measurement first (``created_at``, not when a run was logged: ``profiles
+    import`` logs curves measured elsewhere in any order); one whose time does not parse comes last."""
+
+    def when(item: T) -> datetime:
+        try:
+            return measured_at(profile_of(item))
+        except ValueError:
+            return datetime.min.replace(tzinfo=timezone.utc)
+
+    return sorted(items, key=when, reverse=True)
 
 
 def measured_at(p: Profile) -> datetime:

@@ -28,6 +28,7 @@ from adlrec.predict.features import ProbeError
 from adlrec.service.deps import UNAUTHORIZED, UNAUTHORIZED_HEADERS, ClientError, Parts, write_refused
 from adlrec.service.fastpath import HeartbeatFastPath
 from adlrec.service.flusher import WriteBehind
+from adlrec.service.lifeline import children_ignore_interrupts
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.middleware import BodyLimit, Metered
@@ -101,9 +102,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.load()
         predictor.refresh()
-        writer.start()
-        if start_scheduler:
-            recomputer.start()
+        with children_ignore_interrupts():  # a terminal's Ctrl-C is the service's, not its children's
+            writer.flush_live()  # starts the live-metrics writer here, not on the write-behind thread
+            writer.start()
+            if start_scheduler:
+                recomputer.start()
         # What is alive now (modules, the app, SQLAlchemy, MLflow, the loaded jobs) stays alive: keep
         # the cyclic GC from walking it again in every full collection, each of which stops the event
         # loop for as long as the walk takes: the tail of the heartbeats' latency under load.

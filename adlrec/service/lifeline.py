@@ -16,18 +16,58 @@ Polling works on any POSIX system; on Windows ``getppid()`` does not change, and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-__all__ = ["EXIT_ORPHANED", "POLL_S", "watch_parent"]
+__all__ = ["EXIT_ORPHANED", "POLL_S", "children_ignore_interrupts", "ignore_interrupts", "init_child", "watch_parent"]
 
 log = logging.getLogger("adlrec.service")
 
 POLL_S = 0.5  # how often a child looks for its parent: it notices the death within about this
 EXIT_ORPHANED = 3  # the exit code of a child ended because the service is gone (nobody reads it but tests)
+
+
+def ignore_interrupts() -> None:
+    """In a child, first thing: ignore SIGINT.  A terminal's Ctrl-C goes to the whole foreground process
+    group, so each child took it as its own KeyboardInterrupt, printed a traceback and died, the writer
+    without writing the samples it held, while the service shut down and would have stopped it in order.
+    The service stops its children itself; without it, :func:`watch_parent` ends them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def children_ignore_interrupts() -> Iterator[None]:
+    """Around starting children on the main thread: SIGINT ignored, which a spawned child inherits through
+    exec and, as Python leaves an ignored SIGINT ignored, keeps from its first instruction; its own
+    :func:`ignore_interrupts` comes only after its interpreter and imports have started.  Elsewhere (a thread
+    that restarts a dead child) signal handlers cannot be set, and this does nothing; nor when the current
+    handler was not set from Python, as it could not be put back."""
+    old = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or old is None:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def init_child(parent_pid: int, what: str, nice: int = 0) -> None:
+    """A child's start (a ``ProcessPoolExecutor``'s initializer): ignore a Ctrl-C, exit once the service
+    (``parent_pid``) is gone, even killed by SIGKILL, then run ``nice`` steps lower."""
+    ignore_interrupts()
+    watch_parent(parent_pid, what)  # before the nice: the watcher keeps its priority
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:  # not allowed here: it runs at the service's priority
+            log.warning("could not lower %s's CPU priority", what, exc_info=True)
 
 
 def watch_parent(

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adlrec.service.lifeline import watch_parent
+from adlrec.service.lifeline import ignore_interrupts, watch_parent
 
 __all__ = ["LiveCounts", "LiveLog"]
 
@@ -218,6 +218,7 @@ def _write(
     """The writer process: hold samples per job, write each job once per ``period_s`` at its own
     phase (a job that ended: at the next tick), everything on None, then stop.  Once ``parent_pid``
     (the service) is gone, as on None: write everything and stop, within ``ORPHAN_GRACE_S``."""
+    ignore_interrupts()  # a Ctrl-C stops the service, which stops this writer once it has written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     orphaned = threading.Event()
     if parent_pid is not None:  # first (and not niced): the service may die during the imports below

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from adlrec.service.lifeline import watch_parent
+from adlrec.service.lifeline import init_child
 from adlrec.service.live import LiveLog
 from adlrec.service.metrics import Metrics
 from adlrec.service.predictor import Predictor
@@ -44,7 +44,9 @@ __all__ = ["Recomputer", "RecomputeConfig"]
 
 log = logging.getLogger("adlrec.service")
 
-RECOMPUTE_NICE = 10  # niceness the recompute process adds to its own
+# niceness the recompute process adds to its own: a recompute is background work, and on busy cores it
+# yields to the service's event loop (a plan a little later costs nothing; a heartbeat held up is the latency tail)
+RECOMPUTE_NICE = 10
 _SKIPPED = "maximum number of running instances reached"  # APScheduler's words for a run it skipped
 _PERIODIC = "adlrec-recompute"  # APScheduler's id of the interval job
 _DEBOUNCED = "adlrec-debounced"  # and of the one a register/finish asks for
@@ -243,26 +245,12 @@ def _start_pool() -> tuple[ProcessPoolExecutor, Future]:
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker,
-        initargs=(os.getpid(),),
+        # in lifeline.py, whose imports are light: the child ignores a terminal's Ctrl-C before it imports
+        # the service's modules, which takes it seconds (compute_plans, with the first task)
+        initializer=init_child,
+        initargs=(os.getpid(), "the recompute process", RECOMPUTE_NICE),
     )
     return pool, pool.submit(_ready)
-
-
-def _init_worker(parent_pid: int) -> None:
-    """In the recompute process: exit once the service (``parent_pid``) is gone, even killed by
-    SIGKILL, rather than live on as an orphan; then run at a lower priority."""
-    watch_parent(parent_pid, "the recompute process")  # before the nice: the watcher keeps its priority
-    _lower_priority()
-
-
-def _lower_priority() -> None:
-    """A recompute is background work: on busy cores it yields to the service's event loop (a plan
-    a little later costs nothing; a heartbeat held up is the latency tail)."""
-    try:
-        os.nice(RECOMPUTE_NICE)
-    except OSError:  # not allowed here: it runs at the service's priority
-        log.warning("could not lower the recompute process's CPU priority", exc_info=True)
 
 
 def _ready() -> bool:

@@ -90,9 +90,11 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     from adlrec.service.app import create_app
+    from adlrec.service.store import check_store_url
 
     line = check_bind(settings)
     check_listen(settings)
+    check_store_url(settings.resolved_store_url)  # before the MLflow store is made, and before any log line
     check_tracking(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO

@@ -39,7 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -68,6 +68,7 @@ __all__ = [
     "UnknownJob",
     "UnknownNode",
     "assignment",
+    "check_store_url",
     "plan_dict",
     "request_dict",
 ]
@@ -159,8 +160,10 @@ plans_t = Table(
 )
 
 
-def _engine(url: str) -> Engine:
-    """The engine for ``url``; a URL that names no usable database is a :class:`UsageError`."""
+def check_store_url(url: str) -> URL:
+    """``url`` parsed, when it names a database the store can use (its driver installed, a SQLite file);
+    else a :class:`UsageError`.  Creates nothing and connects to nothing, so ``adlrec serve`` can refuse
+    the URL before it opens any store."""
     try:
         u = make_url(url)
     except ArgumentError:
@@ -168,7 +171,7 @@ def _engine(url: str) -> Engine:
     shown = u.render_as_string(hide_password=True)
     if u.get_backend_name() != "sqlite":
         try:
-            return create_engine(u, pool_pre_ping=True, future=True)
+            create_engine(u, future=True).dispose()  # imports the driver; connects only when used
         except NoSuchModuleError:
             raise UsageError(f"job store {shown}: no database driver {u.drivername!r}; {_URL_HINT}") from None
         except ImportError as exc:
@@ -176,12 +179,20 @@ def _engine(url: str) -> Engine:
                 "; for PostgreSQL install adlrec[postgres] (psycopg 3)" if u.get_backend_name() == "postgresql" else ""
             )
             raise UsageError(f"job store {shown}: its driver {exc.name!r} is not installed{extra}") from None
-    if u.database in (None, "", ":memory:") or u.query.get("mode") == "memory":
+    elif u.database in (None, "", ":memory:") or u.query.get("mode") == "memory":
         # each pooled connection would be a database of its own, the tables in one of them only
         raise UsageError(
             f"job store {url}: an in-memory SQLite database cannot hold the service's state (each "
             f"connection sees its own, and a restart loses it); give a file, {_URL_HINT}"
         )
+    return u
+
+
+def _engine(url: str) -> Engine:
+    """The engine for ``url``; a URL that names no usable database is a :class:`UsageError`."""
+    u = check_store_url(url)
+    if u.get_backend_name() != "sqlite":
+        return create_engine(u, pool_pre_ping=True, future=True)
     ensure_folder(Path(u.database).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, future=True)
 

@@ -172,6 +172,8 @@ def parse_trace(text: str, source: str = "trace") -> list[TraceRow]:
             raise UsageError(f"{source} line {n}: expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
         values: dict[str, object] = {}
         for col, cell in zip(header, cells, strict=True):
+            if col in OPTIONAL_COLUMNS and not cell:  # a spreadsheet's blank cell: the column's default
+                continue
             if col in _PARSERS:
                 v, expected = _PARSERS[col](cell)
                 if v is None:

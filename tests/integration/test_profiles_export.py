@@ -272,3 +272,27 @@ def test_import_logs_each_measurement_once_within_one_command(tmp_path, capsys):
     assert "logged as run" in lines[0] and "logged as run" in lines[1] and "already in the store as run" in lines[2]
     assert lines[3].startswith("imported 2 of 3 profiles into experiment 'adlrec-profiles'")
     assert len(Tracker(uri, "adlrec-profiles").profiles()) == 2
+
+
+def test_list_puts_the_newest_measurement_first_whatever_order_the_runs_were_logged_in(tmp_path, capsys):
+    """`profiles import` logs curves measured elsewhere in any order: listed by when they were logged, the
+    newest measurement came last after an import of older files."""
+    from dataclasses import replace
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    times = ["2026-12-05T00:00:00+00:00", "2026-12-01T00:00:00+00:00", "2026-12-03T00:00:00Z"]
+    ids = {t: tracker.log_profile(replace(make_profile(workload=f"w{i}"), created_at=t)) for i, t in enumerate(times)}
+    assert main(["profiles", "list", "--tracking-uri", uri]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == [ids[times[0]], ids[times[2]], ids[times[1]]]
+    assert [line.split()[1] for line in lines] == [times[0], times[2], times[1]]
+
+
+def test_newest_first_puts_a_time_that_does_not_parse_last():
+    from dataclasses import replace
+
+    from adlrec.profile.library import newest_first
+
+    odd, old, new = (replace(make_profile(), created_at=t) for t in ("yesterday", "2026-01-01", "2026-02-01T00:00Z"))
+    assert newest_first([odd, old, new], lambda p: p) == [new, old, odd]

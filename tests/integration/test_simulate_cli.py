@@ -60,6 +60,10 @@ def test_malformed_trace_exits_2_with_one_line(tmp_path, profiles, capsys):
         (["--gpus", "1"], "the node has 1 GPU,"),
         (["--gpus", "2", "--cores", "1"], "--cores 1 is fewer than --gpus 2"),
         (["--policy", " , "], "unknown policy (none); choose from even, fixed, greedy, maxmin, optimal, proportional"),
+        # each was ignored, and the comparison a user meant to log went nowhere
+        (["--tracking-uri", "sqlite:///x.db"], "--tracking-uri names where --log-mlflow logs the comparison; without"),
+        (["--experiment", "mine"], "--experiment names where --log-mlflow logs the comparison; without --log-mlflow"),
+        (["--data-dir", "d"], "--data-dir names where --log-mlflow logs the comparison; without --log-mlflow nothing"),
     ],
 )
 def test_usage_mistakes_exit_2(trace, profiles, capsys, args, message):

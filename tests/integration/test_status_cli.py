@@ -160,6 +160,43 @@ def test_another_programs_json_is_one_line_not_a_traceback(capsys, monkeypatch, 
     assert out.err.startswith(f"adlrec: error: {url} answered GET /nodes with JSON that is not an adlrec service's")
 
 
+class _OtherWebServer(http.server.BaseHTTPRequestHandler):
+    """A web server where a wrong --url points: a 404 whose body is a page, or another API's JSON."""
+
+    answer = b"<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n"
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(404)
+        self.send_header("content-length", str(len(self.answer)))
+        self.end_headers()
+        self.wfile.write(self.answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        # the page's every line was printed
+        (_OtherWebServer.answer, "not an adlrec service's answer ('<!DOCTYPE HTML>'...): is --url its address?"),
+        # .get on a list: AttributeError, a traceback
+        (b"[1, 2]", "not an adlrec service's answer ('[1, 2]'...): is --url its address?"),
+        (b'{"detail": "no\\n such\\tthing"}', "no such thing"),
+    ],
+)
+def test_an_error_answer_that_is_not_the_services_is_one_line(capsys, monkeypatch, answer, says):
+    monkeypatch.setattr(_OtherWebServer, "answer", answer)
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtherWebServer) as srv:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        try:
+            assert main(["status", "--url", url]) == 1
+        finally:
+            srv.shutdown()
+    assert capsys.readouterr().err == f"adlrec: error: the service at {url} answered GET /nodes with 404: {says}\n"
+
+
 def test_only_active_jobs_are_shown_and_node_keeps_to_that_nodes_jobs_and_plan(tmp_path, capsys):
     with LiveServer(create_app(service_settings(tmp_path))) as srv, httpx.Client(base_url=srv.url) as http:
         for job_id, node in (("a1", "n1"), ("ended", "n1"), ("b1", "n2")):

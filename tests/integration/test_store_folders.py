@@ -26,6 +26,12 @@ def test_ensure_folder_creates_parents_and_names_what_cannot_be_a_folder(tmp_pat
         f"cannot create the store's folder {tmp_path / 'file' / 'sub'}: Not a directory; "
         "expected a folder adlrec may write to (set by --data-dir)"
     )
+    with pytest.raises(UsageError) as err:  # mkdir said 'File exists', as if the folder were there
+        ensure_folder(tmp_path / "file", "--out")
+    assert (
+        str(err.value)
+        == f"cannot create --out {tmp_path / 'file'}: it is a file; expected a folder adlrec may write to"
+    )
 
 
 def test_a_data_dir_under_a_file_is_one_line_and_exit_2(tmp_path, capsys):

@@ -144,3 +144,41 @@ def test_an_override_that_names_no_setting_is_refused():
 
     with pytest.raises(ValidationError, match="tracking_url"):
         load_settings(tracking_url="http://typo:5000")
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_data_dir_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, capsys, value):
+    """`ADLREC_DATA_DIR=$(cat missing-file)` put mlflow.db, artifacts/ and datasets/ wherever the command ran."""
+    import json
+
+    from adlrec.cli import main
+    from tests.factories import make_profile
+
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(make_profile().to_dict()))
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("ADLREC_DATA_DIR", value)
+    assert main(["profiles", "import", str(profile)]) == 2  # it made a store here, in the current folder
+    assert capsys.readouterr().err == (
+        "adlrec: error: setting data_dir: is empty; expected a folder, or unset it for the default, .adlrec "
+        "(from ADLREC_DATA_DIR or its flag)\n"
+    )
+    monkeypatch.delenv("ADLREC_DATA_DIR")
+    with pytest.raises(SystemExit) as exc:
+        main(["profiles", "list", "--data-dir", value])
+    assert exc.value.code == 2 and f"argument --data-dir: expected a folder, got {value!r}" in capsys.readouterr().err
+    assert list(here.iterdir()) == []
+
+
+def test_a_refused_setting_is_one_line_naming_its_variable():
+    from pydantic import ValidationError
+
+    from adlrec.config import settings_problem
+
+    with pytest.raises(ValidationError) as err:
+        load_settings(point_budget_s=-1)
+    says = "setting point_budget_s: Input should be greater than 0 (from ADLREC_POINT_BUDGET_S"
+    assert settings_problem(err.value) == says + " or its flag)"
+    assert settings_problem(err.value, flags=False) == says + ")"

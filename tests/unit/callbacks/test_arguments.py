@@ -83,6 +83,21 @@ def test_a_job_must_say_what_its_curve_is_and_poll_at_a_positive_interval():
         ADLLoop(Indices(8), curve=CURVE, interval_s=0)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"curves": CURVE}, "ADLLoop() got an unexpected keyword argument 'curves'; did you mean 'curve'?"),
+        ({"probes": PROBE}, "ADLLoop() got an unexpected keyword argument 'probes'; did you mean 'probe'?"),
+        ({"interval": 0.3}, "unexpected keyword argument 'interval'; did you mean 'interval_s'?"),
+    ],
+)
+def test_a_typo_is_named_before_the_missing_curve_or_probe_it_causes(kwargs, says):
+    """`curves=[...]` said 'give exactly one of probe= or curve=', which hid the typo."""
+    with pytest.raises(TypeError) as exc:
+        ADLLoop(Indices(8), **kwargs)
+    assert says in str(exc.value)
+
+
 def test_a_controller_refuses_an_interval_its_heartbeat_thread_cannot_wait():
     from adlrec.callbacks import Controller
 
@@ -210,6 +225,22 @@ def test_the_example_scripts_say_a_mistake_in_one_line(tmp_path, tiny_job_path, 
     assert done.returncode == 2, done.stderr
     assert done.stderr.endswith("\n") and done.stderr.splitlines()[-1].startswith(f"{script}: error: ")
     assert says in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("script", ["train_loop.py", "train_lightning.py"])
+def test_the_example_scripts_say_a_bad_setting_in_one_line(tmp_path, tiny_job_path, script):
+    """A bad ADLREC_* variable printed pydantic's four lines and its web link."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / script
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "ADLREC_POINT_BUDGET_S": "-1"}
+    done = subprocess.run([sys.executable, str(path), str(tiny_job_path)], capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stderr
+    says = f"{script}: error: setting point_budget_s: Input should be greater than 0 (from ADLREC_POINT_BUDGET_S)\n"
+    assert done.stderr.endswith(says) and "validation error" not in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("script", ["train_loop.py", "train_lightning.py"])

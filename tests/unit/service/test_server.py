@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 
 import pytest
@@ -148,6 +149,33 @@ def test_adlrec_serve_names_a_store_url_it_cannot_use(tmp_path, capsys, url, say
     assert main(["serve", "--port", "0", "--store-url", url, "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "ADLREC_SERVICE_STORE_URL" in err
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # refused before the MLflow store was made
+
+
+def test_adlrec_serve_refuses_a_store_url_in_one_line_before_any_log_line(tmp_path):
+    """As a user runs it: the refusal came after the start-up's log lines (no token, uvicorn's parser)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
+    data = tmp_path / "data"
+    cmd = [
+        sys.executable,
+        "-m",
+        "adlrec.cli",
+        "serve",
+        "--port",
+        "0",
+        "--store-url",
+        "notaurl",
+        "--data-dir",
+        str(data),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("adlrec: error: job store URL 'notaurl' is not a database URL;"), done.stderr
+    assert done.stderr.count("\n") == 1 and not data.exists()
 
 
 def test_a_store_url_hides_its_password_and_a_database_that_cannot_open_exits_1(tmp_path):
@@ -208,6 +236,63 @@ def test_adlrec_serve_stopped_with_sigterm_exits_0_and_leaks_nothing(tmp_path):
     assert "Application startup complete" in err, err
     assert proc.returncode == 0, err
     assert "leaked" not in err and "Traceback" not in err, err
+
+
+def _sigint_ignored(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+def test_adlrec_serve_stopped_with_ctrl_c_in_a_terminal_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
+    """A terminal's Ctrl-C goes to the whole foreground process group: the live-metrics writer and the recompute
+    process each printed a KeyboardInterrupt traceback and died, the writer with the samples it held.  Sent
+    right after start-up, while the children still import."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    import psutil
+
+    from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
+
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
+    cmd = [sys.executable, "-m", "adlrec.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)]
+    proc = subprocess.Popen(
+        cmd,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal has it (see 7bcd746)
+    )
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("Uvicorn running on" in x for x in lines):
+            lines.append(proc.stderr.readline())
+        port = int(re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", "".join(lines)).group(1))
+        url = f"http://127.0.0.1:{port}"
+        job = httpx.post(f"{url}/jobs", json={"job_id": "j", "node": "n", "curve": [1.0, 2.0]}).json()["job_id"]
+        httpx.post(f"{url}/jobs/{job}/heartbeat", json={"throughput": 42.0, "workers": 1}).raise_for_status()
+        # at once, while the children still start (their imports take seconds): they ignore SIGINT from exec on
+        kids = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+        ignoring = [_sigint_ignored(c.pid) for c in kids]
+        os.killpg(proc.pid, signal.SIGINT)
+        err = "".join(lines) + proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "writer died" not in err, err
+    assert ignoring == [True, True]  # the live-metrics writer and the recompute process
+    client = LiveRuns(f"sqlite:///{tmp_path / 'mlflow.db'}").client
+    (run,) = client.search_runs([client.get_experiment_by_name(LIVE_EXPERIMENT).experiment_id])
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [42.0]
 
 
 def test_adlrec_serve_on_a_taken_port_or_a_foreign_host_is_one_line_before_start_up(tmp_path, capsys):

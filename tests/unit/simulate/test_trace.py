@@ -57,6 +57,14 @@ def test_a_trace_round_trips_through_its_text():
     assert parse_trace(format_trace(rows, ["made here"])) == rows
 
 
+def test_an_empty_weight_cell_is_the_default_weight():
+    """weight is optional: a spreadsheet leaves the cell blank where none was given (it was refused, "got ''")."""
+    rows = parse_trace(HEADER + ",weight\nj1,0,100,w@cpu,1,8,\nj2,0,100,w@cpu,1,8, \nj3,0,100,w@cpu,1,8,3\n")
+    assert [r.weight for r in rows] == [1.0, 1.0, 3.0]
+    with pytest.raises(UsageError, match="line 2, column gpus: expected a whole number of GPUs >= 1, got ''"):
+        parse_trace(HEADER + "\nj1,0,100,w@cpu,,8\n")  # a required column's blank cell is still a mistake
+
+
 @pytest.mark.parametrize(
     "body,message",
     [
