@@ -33,11 +33,14 @@ EXIT_ORPHANED = 3  # the exit code of a child ended because the service is gone 
 
 
 def ignore_interrupts() -> None:
-    """In a child, first thing: ignore SIGINT.  A terminal's Ctrl-C goes to the whole foreground process
-    group, so each child took it as its own KeyboardInterrupt, printed a traceback and died, the writer
-    without writing the samples it held, while the service shut down and would have stopped it in order.
-    The service stops its children itself; without it, :func:`watch_parent` ends them."""
+    """In a child, first thing: ignore SIGINT and SIGTERM.  A terminal's Ctrl-C goes to the whole foreground
+    process group, and so does a stop by systemd (its default kills the service's whole control group) or
+    ``timeout``: each child took it as its own, died (after a KeyboardInterrupt traceback, for a Ctrl-C),
+    the writer without writing the samples it held, while the service shut down and would have stopped it
+    in order.  The service stops its children itself (SIGKILL if one hangs); without it, :func:`watch_parent`
+    ends them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @contextlib.contextmanager

@@ -128,7 +128,7 @@ class LiveLog:
             self._proc.join(timeout_s)
             if self._proc.is_alive():
                 log.error("the live-metrics writer did not finish within %.0f s; stopping it", timeout_s)
-                self._proc.terminate()
+                self._proc.kill()  # it ignores SIGTERM (lifeline.ignore_interrupts)
                 self._proc.join(10)
             last = self._collect(0)
             self._proc = None

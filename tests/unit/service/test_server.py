@@ -238,10 +238,58 @@ def test_adlrec_serve_stopped_with_sigterm_exits_0_and_leaks_nothing(tmp_path):
     assert "leaked" not in err and "Traceback" not in err, err
 
 
-def _sigint_ignored(pid: int) -> bool:
+def _sigint_ignored(pid: int, sig: int = signal.SIGINT) -> bool:
     with open(f"/proc/{pid}/status") as f:
         mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
-    return bool(mask & (1 << (signal.SIGINT - 1)))
+    return bool(mask & (1 << (sig - 1)))
+
+
+def test_adlrec_serve_stopped_with_sigterm_to_its_process_group_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
+    """systemd stops a service by sending SIGTERM to its whole control group, and ``timeout`` to its process
+    group: the live-metrics writer and the recompute process died of it while the service shut down, the writer
+    with the samples it held (and the service logged 'writer died ... starting a new one')."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    import psutil
+
+    from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
+
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
+    cmd = [sys.executable, "-m", "adlrec.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("Uvicorn running on" in x for x in lines):
+            lines.append(proc.stderr.readline())
+        port = int(re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", "".join(lines)).group(1))
+        url = f"http://127.0.0.1:{port}"
+        job = httpx.post(f"{url}/jobs", json={"job_id": "j", "node": "n", "curve": [1.0, 2.0]}).json()["job_id"]
+        httpx.post(f"{url}/jobs/{job}/heartbeat", json={"throughput": 42.0, "workers": 1}).raise_for_status()
+        kids = []
+        while time.monotonic() < deadline:  # both children past their first line: they ignore SIGTERM from there
+            kids = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+            if len(kids) == 2 and all(_sigint_ignored(c.pid, signal.SIGTERM) for c in kids):
+                break
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        err = "".join(lines) + proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert len(kids) == 2, kids  # the live-metrics writer and the recompute process
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "writer died" not in err, err
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in kids)
+    client = LiveRuns(f"sqlite:///{tmp_path / 'mlflow.db'}").client
+    (run,) = client.search_runs([client.get_experiment_by_name(LIVE_EXPERIMENT).experiment_id])
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [42.0]
 
 
 def test_adlrec_serve_stopped_with_ctrl_c_in_a_terminal_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
