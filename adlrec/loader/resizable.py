@@ -842,7 +842,12 @@ class ResizableLoader:
         numbers: tuple[int, ...] | None = None,
         of: int | None = None,
     ) -> DataLoader[Any]:
-        seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
+        # Worker i of a pool gets its generator's draw + i.  Pools opened at the same batch (an epoch's
+        # split start, a split replace) need generators of their own, so the seed also mixes in the number
+        # of the pool's first worker; before, worker 0 of each drew the same random numbers.  (A CPU
+        # generator keeps only a seed's low 32 bits, so the factor must not be a multiple of 2**32.)
+        first = numbers[0] if numbers else 0
+        seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start + first * 1_000_000_007) % 2**63
         # a zygote's workers get the dataset and functions it already holds, by reference
         dataset, collate_fn, init_fn = (
             (zygote.kept(0), zygote.kept(1), zygote.kept(2))

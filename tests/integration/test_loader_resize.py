@@ -346,6 +346,55 @@ def test_each_pool_seeds_its_workers_from_the_loaders_seed_not_the_global_rng():
     assert seeds() == first
 
 
+class RandomDraw(Indices):
+    """Each sample is (index, worker pid, worker seed, a random number drawn in the worker), as an
+    augmentation draws one."""
+
+    def __getitem__(self, i: int) -> tuple[int, int, int, float]:
+        info = torch.utils.data.get_worker_info()
+        return i, os.getpid(), info.seed if info else -1, torch.rand(()).item()
+
+
+def first_draws(samples: list[tuple[int, int, int, float]]) -> dict[int, tuple[int, float]]:
+    """Each worker's (seed, first random number), by pid."""
+    out: dict[int, tuple[int, float]] = {}
+    for _, pid, seed, draw in samples:
+        out.setdefault(pid, (seed, draw))
+    return out
+
+
+def run_epoch_of_tuples(loader: ResizableLoader, resize_to: int | None) -> list[tuple[int, int, int, float]]:
+    """One epoch of ``RandomDraw`` samples, resized to ``resize_to`` after its second batch."""
+    out = []
+    for batch in loader:
+        out.append(batch)
+        if resize_to is not None and len(out) == 2:
+            loader.resize(resize_to)
+    return out
+
+
+@pytest.mark.parametrize("resized", [False, True])
+def test_every_worker_of_split_pools_draws_random_numbers_of_its_own(resized):
+    """4 workers start as pools of 2, 1 and 1 opened at the same batch (at an epoch's start, or at a
+    replacing resize from 0): each must get a seed of its own, as in one DataLoader of 4.  The pools'
+    generators were seeded alike, so workers 0, 2 and 3 drew the same random numbers (one augmentation
+    repeated on three of every four batches)."""
+    with ResizableLoader(
+        RandomDraw(24),
+        1,
+        num_workers=0 if resized else 4,
+        handover=0,
+        collate_fn=lambda s: s[0],
+        multiprocessing_context=FORK,
+    ) as loader:
+        samples = run_epoch_of_tuples(loader, resize_to=4 if resized else None)
+    assert [i for i, _, _, _ in samples] == list(range(24))
+    workers = first_draws([s for s in samples if s[1] != os.getpid()])
+    assert len(workers) == 4
+    assert len({seed for seed, _ in workers.values()}) == 4
+    assert len({draw for _, draw in workers.values()}) == 4
+
+
 def test_pin_memory_prefetch_factor_and_a_collate_fn_survive_resizes():
     loader = ResizableLoader(
         Indices(20),
