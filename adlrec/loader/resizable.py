@@ -693,6 +693,7 @@ class ResizableLoader:
         self._abandon()
         self._generation += 1
         self._loop_thread = threading.get_ident()
+        self.sampler.adopt_own_epoch()  # sampler.set_epoch(e) on the caller's own sampler picks the epoch too
         # the last epoch again, from where it began, if nothing used it (no batch, not resumed at its end)
         again = not self.sampler.epoch_set and not self._yielded and self._epoch >= 0
         if self.sampler.epoch_set:
@@ -1061,6 +1062,7 @@ class ResizableLoader:
     def state_dict(self) -> dict[str, int]:
         """Where the loop stands: the epoch and how many of its batches it has had (at any worker count)."""
         if self._finished and self._batches is None:
+            self.sampler.adopt_own_epoch()
             nxt = self.sampler.epoch if self.sampler.epoch_set else self._epoch + 1
             epoch, consumed = nxt, 0
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
 
 from adlrec.loader import ResizableLoader
 from tests.factories import Indices
@@ -223,3 +223,35 @@ def test_loading_a_state_mid_epoch_stops_the_live_iterator_and_the_next_iter_res
         loader.load_state_dict(state)
         assert list(it) == []  # the epoch it served was left: it just stops, serving nothing more
         assert flat(loader) == whole[8:]
+
+
+def test_set_epoch_on_the_callers_own_distributed_sampler_picks_the_epoch_as_with_a_dataloader():
+    """The DDP idiom calls ``set_epoch`` on its own ``DistributedSampler``, not on the loader; a
+    ``DataLoader`` iterates the sampler as set.  The loader's own count overrode it: a run resumed at
+    epoch 5 got the orders of epochs 0 and 1, and its state named them."""
+
+    def passes(make, epochs=(5, 6, 2)):
+        sampler = DistributedSampler(Indices(12), num_replicas=2, rank=1, shuffle=True, seed=3)
+        loader = make(sampler)
+        out = []
+        for epoch in epochs:
+            sampler.set_epoch(epoch)
+            out.append(flat(loader))
+        sampler.set_epoch(7)
+        return out, loader
+
+    expected, _ = passes(lambda s: DataLoader(Indices(12), batch_size=2, sampler=s))
+    got, loader = passes(lambda s: ResizableLoader(Indices(12), batch_size=2, sampler=s))
+    assert got == expected
+    assert loader.state_dict()["epoch"] == 7  # set before its iter(): a checkpoint now resumes epoch 7
+    auto = ResizableLoader(Indices(12), batch_size=2, sampler=DistributedSampler(Indices(12), 2, 1, seed=3))
+    assert [flat(auto) for _ in range(2)] == expected_auto(), "without set_epoch each iter() is the next epoch"
+
+
+def expected_auto() -> list[list[int]]:
+    out = []
+    for epoch in range(2):
+        sampler = DistributedSampler(Indices(12), 2, 1, seed=3)
+        sampler.set_epoch(epoch)
+        out.append(list(sampler))
+    return out
