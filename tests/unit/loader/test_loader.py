@@ -255,3 +255,32 @@ def expected_auto() -> list[list[int]]:
         sampler.set_epoch(epoch)
         out.append(list(sampler))
     return out
+
+
+class FailsOnce(Indices):
+    """Indices, except that loading ``bad`` raises the first time (a file that was briefly unreadable)."""
+
+    def __init__(self, n: int, bad: int) -> None:
+        super().__init__(n)
+        self.bad, self.failed = bad, False
+
+    def __getitem__(self, i: int):
+        if i == self.bad and not self.failed:
+            self.failed = True
+            raise KeyError(f"sample {i} is unreadable")
+        return super().__getitem__(i)
+
+
+def test_after_an_epoch_stopped_by_an_error_a_resume_and_the_next_epoch_serve_every_batch():
+    """The error says that iter() starts the next epoch and load_state_dict(state_dict()) resumes this one
+    at the failed batch: only the failed epoch's iterator keeps raising."""
+    with ResizableLoader(FailsOnce(20, bad=7), 2) as loader:
+        it = iter(loader)
+        head = [next(it) for _ in range(3)]
+        with pytest.raises(KeyError, match="sample 7"):
+            next(it)
+        with pytest.raises(RuntimeError, match="stopped at batch 3 of 10"):
+            next(it)
+        loader.load_state_dict(loader.state_dict())
+        assert flat(head) + flat(loader) == list(range(20))
+        assert flat(loader) == list(range(20))
