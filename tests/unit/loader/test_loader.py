@@ -284,3 +284,29 @@ def test_after_an_epoch_stopped_by_an_error_a_resume_and_the_next_epoch_serve_ev
         loader.load_state_dict(loader.state_dict())
         assert flat(head) + flat(loader) == list(range(20))
         assert flat(loader) == list(range(20))
+
+
+def test_a_ranks_state_resumes_its_shard_of_a_distributed_sampler():
+    def make() -> ResizableLoader:
+        sampler = DistributedSampler(Indices(12), num_replicas=2, rank=1, shuffle=True, seed=3)
+        return ResizableLoader(Indices(12), batch_size=2, sampler=sampler)
+
+    ref = make()
+    ref.set_epoch(4)
+    whole = flat(ref)
+    first = make()
+    first.set_epoch(4)
+    it = iter(first)
+    head = flat([next(it) for _ in range(2)])
+    state = first.state_dict()
+    assert state["samples"] == 6  # the rank's shard, not the dataset
+    second = make()
+    second.load_state_dict(state)
+    assert head + flat(second) == whole
+
+
+def test_a_resize_requested_between_epochs_is_the_count_asked_for_at_once():
+    with ResizableLoader(Indices(8), batch_size=2) as loader:
+        flat(loader)
+        loader.request_resize(1)  # as the callbacks ask, between epochs
+        assert loader.num_workers == 1
