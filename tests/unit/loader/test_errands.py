@@ -12,7 +12,7 @@ from torch.utils.data import Dataset
 
 import adlrec.loader.resizable as resizable
 from adlrec.loader import ResizableLoader
-from adlrec.loader.errands import Errands
+from adlrec.loader.errands import Errands, Spare
 
 
 def test_errands_run_in_order_in_the_one_thread_started_ahead():
@@ -229,3 +229,13 @@ def test_an_errand_runs_in_the_callers_thread_when_no_thread_can_start(monkeypat
     errands.submit(lambda: where.append(threading.get_ident()))  # rather here than not at all
     assert where == [threading.get_ident()]
     assert not errands.ensure_thread()
+
+
+def test_a_spare_retired_without_a_job_ends_without_an_error(monkeypatch):
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    spare = Spare("test-spare")
+    spare.thread.start()
+    spare.retire()  # an epoch's end: the spares nobody used
+    spare.thread.join(10)
+    assert not spare.thread.is_alive() and errors == []
