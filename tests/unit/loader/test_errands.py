@@ -202,7 +202,8 @@ def test_an_errand_running_counts_as_busy_until_it_is_done():
     errands.close()
 
 
-def test_join_waits_for_errands_that_got_a_thread_of_their_own():
+@pytest.mark.parametrize("call", ["join", "close"])
+def test_join_and_close_wait_for_errands_that_got_a_thread_of_their_own(call):
     errands = Errands("test-errands")  # no errand thread: each errand gets a thread of its own
     started, release, done = threading.Event(), threading.Event(), threading.Event()
 
@@ -213,8 +214,8 @@ def test_join_waits_for_errands_that_got_a_thread_of_their_own():
 
     errands.submit(holding)
     assert started.wait(10)
-    threading.Timer(0.1, release.set).start()  # let it finish while join() waits
-    errands.join()
+    threading.Timer(0.1, release.set).start()  # let it finish while join() or close() waits
+    getattr(errands, call)()
     assert done.is_set()
 
 
