@@ -42,6 +42,7 @@ class EpochSampler(Sampler[int]):
         self._gen: torch.Generator | None = None
         self._gen_epoch = 0  # the epoch whose permutation self._gen draws next
         self._gen_seed = seed
+        self._told = self._own_epoch()  # the sampler's own epoch as this one last left it
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -49,6 +50,23 @@ class EpochSampler(Sampler[int]):
         forward = getattr(self.sampler, "set_epoch", None)
         if callable(forward):
             forward(epoch)
+        self._told = self._own_epoch()
+
+    def _own_epoch(self) -> int | None:
+        epoch = getattr(self.sampler, "epoch", None)
+        return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
+
+    def adopt_own_epoch(self) -> None:
+        """Take an epoch set on the sampler itself since this one last told it one, as if set here.
+
+        The DDP idiom calls ``set_epoch(e)`` on the caller's own ``DistributedSampler``, which a
+        ``DataLoader`` then iterates as set; without this the loader's own count overrode it (a run resumed
+        at epoch 5 got epoch 0's order).  An ``e`` equal to the epoch the loader last told it cannot be told
+        apart from no call: ``set_epoch`` on the loader repeats an epoch.
+        """
+        own = self._own_epoch()
+        if own is not None and own != self._told:
+            self.set_epoch(own)
 
     def __len__(self) -> int:
         if self.sampler is not None and isinstance(self.sampler, Sized):

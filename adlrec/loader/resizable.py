@@ -693,6 +693,7 @@ class ResizableLoader:
         self._abandon()
         self._generation += 1
         self._loop_thread = threading.get_ident()
+        self.sampler.adopt_own_epoch()  # sampler.set_epoch(e) on the caller's own sampler picks the epoch too
         # the last epoch again, from where it began, if nothing used it (no batch, not resumed at its end)
         again = not self.sampler.epoch_set and not self._yielded and self._epoch >= 0
         if self.sampler.epoch_set:
@@ -842,7 +843,12 @@ class ResizableLoader:
         numbers: tuple[int, ...] | None = None,
         of: int | None = None,
     ) -> DataLoader[Any]:
-        seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start) % 2**63
+        # Worker i of a pool gets its generator's draw + i.  Pools opened at the same batch (an epoch's
+        # split start, a split replace) need generators of their own, so the seed also mixes in the number
+        # of the pool's first worker; before, worker 0 of each drew the same random numbers.  (A CPU
+        # generator keeps only a seed's low 32 bits, so the factor must not be a multiple of 2**32.)
+        first = numbers[0] if numbers else 0
+        seed = (self.sampler.seed * 1_000_003 + self._epoch * 10_007 + start + first * 1_000_000_007) % 2**63
         # a zygote's workers get the dataset and functions it already holds, by reference
         dataset, collate_fn, init_fn = (
             (zygote.kept(0), zygote.kept(1), zygote.kept(2))
@@ -1056,6 +1062,7 @@ class ResizableLoader:
     def state_dict(self) -> dict[str, int]:
         """Where the loop stands: the epoch and how many of its batches it has had (at any worker count)."""
         if self._finished and self._batches is None:
+            self.sampler.adopt_own_epoch()
             nxt = self.sampler.epoch if self.sampler.epoch_set else self._epoch + 1
             epoch, consumed = nxt, 0
         else:

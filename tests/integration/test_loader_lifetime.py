@@ -76,6 +76,21 @@ def test_an_iterator_dropped_mid_epoch_stops_its_workers_as_a_dataloaders_does(p
     loader.close()
 
 
+def test_a_new_iter_stops_the_unfinished_epochs_workers_at_once_and_close_stops_kept_pools():
+    before = workers()
+    loader = make(persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    assert workers() - before
+    again = iter(loader)  # the old iterator is still held: the new iter() itself abandons its epoch
+    assert workers() <= before  # before the new epoch's first batch, which starts its own
+    assert [b.tolist() for b in again][0] == [0, 1] and workers() - before  # ended: its pools are kept
+    kept = list(loader._pools.kept)  # a reference elsewhere must not keep their workers alive
+    loader.close()
+    assert kept and workers() <= before
+    del it
+
+
 def test_a_loop_that_breaks_out_stops_the_epochs_workers():
     before, threads_before = workers(), loader_threads()
     loader = make()
@@ -189,12 +204,15 @@ def take_skipping_errors(it) -> tuple[list[int], list[str]]:
 
 @pytest.mark.parametrize("workers_", [0, 2])
 def test_after_a_dataset_error_the_next_batch_is_an_error_naming_it_not_a_silently_shorter_epoch(workers_):
+    before = workers()
     loader = ResizableLoader(FailsAt(20, bad=7), 2, num_workers=workers_, multiprocessing_context="fork")
-    got, errors = take_skipping_errors(iter(loader))
+    it = iter(loader)  # held: its being dropped would stop the workers too
+    got, errors = take_skipping_errors(it)
     assert got == list(range(6))  # batches 0-2; batch 3 holds sample 7
     assert "sample 7 is unreadable" in errors[0]
     assert len(errors) == 2, "the epoch ended silently after the error, 12 samples short"
     assert "stopped at batch 3 of 10" in errors[1] and "KeyError" in errors[1]
+    assert not workers() - before, "the error stopped every worker"
     state = loader.state_dict()
     assert (state["epoch"], state["batches_consumed"]) == (0, 3)  # resuming retries the failed batch
     loader.close()

@@ -346,6 +346,55 @@ def test_each_pool_seeds_its_workers_from_the_loaders_seed_not_the_global_rng():
     assert seeds() == first
 
 
+class RandomDraw(Indices):
+    """Each sample is (index, worker pid, worker seed, a random number drawn in the worker), as an
+    augmentation draws one."""
+
+    def __getitem__(self, i: int) -> tuple[int, int, int, float]:
+        info = torch.utils.data.get_worker_info()
+        return i, os.getpid(), info.seed if info else -1, torch.rand(()).item()
+
+
+def first_draws(samples: list[tuple[int, int, int, float]]) -> dict[int, tuple[int, float]]:
+    """Each worker's (seed, first random number), by pid."""
+    out: dict[int, tuple[int, float]] = {}
+    for _, pid, seed, draw in samples:
+        out.setdefault(pid, (seed, draw))
+    return out
+
+
+def run_epoch_of_tuples(loader: ResizableLoader, resize_to: int | None) -> list[tuple[int, int, int, float]]:
+    """One epoch of ``RandomDraw`` samples, resized to ``resize_to`` after its second batch."""
+    out = []
+    for batch in loader:
+        out.append(batch)
+        if resize_to is not None and len(out) == 2:
+            loader.resize(resize_to)
+    return out
+
+
+@pytest.mark.parametrize("resized", [False, True])
+def test_every_worker_of_split_pools_draws_random_numbers_of_its_own(resized):
+    """4 workers start as pools of 2, 1 and 1 opened at the same batch (at an epoch's start, or at a
+    replacing resize from 0): each must get a seed of its own, as in one DataLoader of 4.  The pools'
+    generators were seeded alike, so workers 0, 2 and 3 drew the same random numbers (one augmentation
+    repeated on three of every four batches)."""
+    with ResizableLoader(
+        RandomDraw(24),
+        1,
+        num_workers=0 if resized else 4,
+        handover=0,
+        collate_fn=lambda s: s[0],
+        multiprocessing_context=FORK,
+    ) as loader:
+        samples = run_epoch_of_tuples(loader, resize_to=4 if resized else None)
+    assert [i for i, _, _, _ in samples] == list(range(24))
+    workers = first_draws([s for s in samples if s[1] != os.getpid()])
+    assert len(workers) == 4
+    assert len({seed for seed, _ in workers.values()}) == 4
+    assert len({draw for _, draw in workers.values()}) == 4
+
+
 def test_pin_memory_prefetch_factor_and_a_collate_fn_survive_resizes():
     loader = ResizableLoader(
         Indices(20),
@@ -451,10 +500,12 @@ class WorkerNumber(Indices):
         return torch.tensor([i, info.id, info.num_workers] if info else [i, -1, 0])
 
 
-@pytest.mark.parametrize("smaller", [1, 2, 3])
-def test_an_epoch_starts_its_workers_as_pools_that_any_shrink_drops_starting_nothing(smaller):
+@pytest.mark.parametrize(("smaller", "persistent"), [(1, False), (2, False), (3, False), (1, True)])
+def test_an_epoch_starts_its_workers_as_pools_that_any_shrink_drops_starting_nothing(smaller, persistent):
     before = live_children()
-    with ResizableLoader(WorkerNumber(64), 1, num_workers=4, multiprocessing_context=FORK) as loader:
+    with ResizableLoader(
+        WorkerNumber(64), 1, num_workers=4, persistent_workers=persistent, multiprocessing_context=FORK
+    ) as loader:
         it = iter(loader)
         got = [next(it)[0].tolist() for _ in range(8)]
         assert [p.workers for p in loader._pools.live] == [2, 1, 1]
@@ -464,7 +515,9 @@ def test_an_epoch_starts_its_workers_as_pools_that_any_shrink_drops_starting_not
         for _ in range(40):
             got.append(next(it)[0].tolist())
             assert live_children() - before <= epoch_workers  # a drop: no process started
-        wait_until(lambda: len(live_children() - before) == smaller)  # the dropped pools' workers exited
+        # the dropped pools' workers exited mid-epoch (with persistent_workers too: only the pools that end
+        # the epoch wait for its end, to be kept)
+        wait_until(lambda: len(live_children() - before) == smaller)
         got += [b[0].tolist() for b in it]
         assert [i for i, _, _ in got] == list(range(64))
         assert loader.serving_workers == smaller
@@ -491,6 +544,22 @@ def test_woven_pools_number_their_workers_as_one_dataloader_would():
         multiprocessing_context=FORK,
     ) as loader:
         assert {v["tagged"] for v in loader} == {"w0", "w1", "w2", "w3"}  # the user's init sees the same numbers
+
+
+def test_persistent_pools_that_finish_an_epoch_after_a_resize_are_not_kept_for_the_next():
+    """A handover longer than the rest of the epoch leaves the old pools to finish it, and the new count
+    applies from the next epoch: the old pools, of the old count, are stopped at the epoch's end, not kept."""
+    with ResizableLoader(
+        Indices(8), 2, num_workers=2, persistent_workers=True, handover=100, multiprocessing_context=FORK
+    ) as loader:
+        before = live_children()
+        for i, _ in enumerate(loader, start=1):
+            if i == 1:
+                loader.resize(3)
+                assert loader.num_workers == 3 and [p.workers for p in loader._pools.live] == [1, 1]
+        assert live_children() <= before and not loader._pools.kept
+        assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+        assert loader.serving_workers == 3
 
 
 @pytest.mark.parametrize(

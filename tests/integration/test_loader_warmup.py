@@ -107,6 +107,19 @@ def test_a_pool_that_replaces_forks_one_worker_per_batch_and_opens_each_gate_on_
     assert got == plain_pass(80, 1, False, False, 0, 1)[0]
 
 
+def test_a_grows_workers_whose_turn_is_already_past_open_inside_resize():
+    loader = loader_of(80, 1, handover=0)  # cut at the 2 batches in flight: a pool of 3 joins at once
+    with loader:
+        it = iter(loader)
+        got = [next(it).tolist() for _ in range(5)]
+        loader.resize(4)
+        new = loader._pools.live[-1]
+        assert new.workers == 3 and new.gate.opened == [5 >= o for o in new.opens]
+        assert any(new.gate.opened)  # those whose turn was past: not held a batch more
+        got += [b.tolist() for b in it]
+    assert got == plain_pass(80, 1, False, False, 0, 1)[0]
+
+
 @pytest.mark.skipif(not can_use_zygote(), reason="the zygote needs fork and fd passing")
 def test_a_zygotes_forks_are_paced_one_per_batch_as_the_training_processs_are():
     """Its forks cost this process no GIL, but they and the workers' start-up take cores."""

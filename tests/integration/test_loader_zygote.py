@@ -420,11 +420,13 @@ def test_a_resize_for_a_new_dataset_leaves_the_zygote_of_running_workers_alone()
         got += [next(it).item() for _ in range(10)]
         zygote = loader._pools.zygote
         assert len(workers_of(loader)) == 2
-        loader.dataset = Indices(60)  # a new object: the zygote holds the old one, which its worker serves
+        loader.dataset = Shifted(60)
+        loader.dataset.shift = 1000  # a new object: the zygote holds the old one, which its worker serves
         loader.resize(3)  # so this pool is forked here, and the zygote goes on
         got += [b.item() for b in it]
         assert zygote.pid is None  # retired with the epoch, not before
-    assert got == list(range(60))
+    assert [i % 1000 for i in got] == list(range(60))
+    assert any(i >= 1000 for i in got)  # the new pool loads from the new dataset, not the zygote's old one
 
 
 def test_a_pools_start_time_leaves_out_its_wait_for_another_pools_zygote_fork():

@@ -21,6 +21,7 @@ def flat(batches) -> list[int]:
         ({"num_workers": 2.5}, TypeError, "num_workers must be a whole number >= 0, got 2.5"),
         ({"num_workers": "2"}, TypeError, "num_workers must be a whole number >= 0, got '2'"),
         ({"num_workers": -1}, ValueError, "num_workers must be a whole number >= 0, got -1"),
+        ({"num_workers": True}, TypeError, "num_workers must be a whole number >= 0, got True"),  # not 1
         ({"batch_size": "64"}, TypeError, "batch_size must be a whole number >= 1, got '64'"),
         ({"batch_size": None}, TypeError, "batch_size must be a whole number >= 1, got None"),
         ({"batch_size": 0}, ValueError, "batch_size must be a whole number >= 1, got 0"),

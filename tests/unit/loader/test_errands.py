@@ -12,7 +12,7 @@ from torch.utils.data import Dataset
 
 import adlrec.loader.resizable as resizable
 from adlrec.loader import ResizableLoader
-from adlrec.loader.errands import Errands
+from adlrec.loader.errands import Errands, Spare
 
 
 def test_errands_run_in_order_in_the_one_thread_started_ahead():
@@ -137,6 +137,26 @@ def test_a_grow_starts_its_pool_in_a_spare_thread_started_before_the_resize():
     assert not any(t.name in ("adlrec-loader-start", "adlrec-loader-reaper") for t in threading.enumerate())
 
 
+@pytest.mark.filterwarnings("ignore:.*DataLoader workers on the.*:UserWarning")
+def test_a_spare_a_resize_takes_is_replaced_so_that_later_grows_start_in_spares_too():
+    loader = ResizableLoader(Squares(), 4, num_workers=1, multiprocessing_context="fork", handover=0)
+    with loader:
+        it = iter(loader)
+        seen = [next(it) for _ in range(3)]
+        for grow in (2, 3, 4):  # more grows than spares kept: each takes one, the errand thread starts another
+            deadline = time.monotonic() + 30  # only a guard against a hang
+            while loader._pools.errands.spare_count() < resizable.SPARE_STARTERS:
+                assert time.monotonic() < deadline, "the spare taken by the last resize was not replaced"
+                time.sleep(0.005)
+            spares = {t.ident for t in threading.enumerate() if t.name == "adlrec-loader-start"}
+            loader.resize(grow)
+            grown = loader._pools.live[-1]
+            assert grown.starter is not None and grown.starter.ident in spares
+            seen += [next(it) for _ in range(3)]
+        seen += list(it)
+    assert torch.cat(seen).flatten().tolist() == [i * i for i in range(400)]
+
+
 def test_no_spare_thread_waits_for_a_loader_that_starts_its_pools_in_the_loop():
     loader = ResizableLoader(Squares(), 50, num_workers=1, multiprocessing_context="fork", background_start=False)
     with loader:
@@ -160,3 +180,63 @@ def test_an_errand_that_closes_its_errands_does_not_wait_for_itself():
     assert closed.wait(10)
     errands.join()
     assert not errands.busy()
+
+
+def test_an_errand_running_counts_as_busy_until_it_is_done():
+    """A running errand (taken off the queue) is work under way: the loader asks ``busy()`` before it stops a
+    zygote that a pool still shutting down in that errand may use."""
+    errands = Errands("test-errands")
+    errands.ensure_thread()
+    started, release = threading.Event(), threading.Event()
+
+    def holding() -> None:
+        started.set()
+        release.wait()
+
+    errands.submit(holding)
+    assert started.wait(10)  # off the queue, running
+    assert errands.busy()
+    release.set()
+    errands.join()
+    assert not errands.busy()
+    errands.close()
+
+
+@pytest.mark.parametrize("call", ["join", "close"])
+def test_join_and_close_wait_for_errands_that_got_a_thread_of_their_own(call):
+    errands = Errands("test-errands")  # no errand thread: each errand gets a thread of its own
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def holding() -> None:
+        started.set()
+        release.wait()
+        done.set()
+
+    errands.submit(holding)
+    assert started.wait(10)
+    threading.Timer(0.1, release.set).start()  # let it finish while join() or close() waits
+    getattr(errands, call)()
+    assert done.is_set()
+
+
+def test_an_errand_runs_in_the_callers_thread_when_no_thread_can_start(monkeypatch):
+    errands = Errands("test-errands")
+
+    def no_thread(self) -> None:
+        raise RuntimeError("can't start new thread")  # CPython's words when out of processes
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    where: list[int] = []
+    errands.submit(lambda: where.append(threading.get_ident()))  # rather here than not at all
+    assert where == [threading.get_ident()]
+    assert not errands.ensure_thread()
+
+
+def test_a_spare_retired_without_a_job_ends_without_an_error(monkeypatch):
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    spare = Spare("test-spare")
+    spare.thread.start()
+    spare.retire()  # an epoch's end: the spares nobody used
+    spare.thread.join(10)
+    assert not spare.thread.is_alive() and errors == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
 
 from adlrec.loader import ResizableLoader
 from tests.factories import Indices
@@ -223,3 +223,90 @@ def test_loading_a_state_mid_epoch_stops_the_live_iterator_and_the_next_iter_res
         loader.load_state_dict(state)
         assert list(it) == []  # the epoch it served was left: it just stops, serving nothing more
         assert flat(loader) == whole[8:]
+
+
+def test_set_epoch_on_the_callers_own_distributed_sampler_picks_the_epoch_as_with_a_dataloader():
+    """The DDP idiom calls ``set_epoch`` on its own ``DistributedSampler``, not on the loader; a
+    ``DataLoader`` iterates the sampler as set.  The loader's own count overrode it: a run resumed at
+    epoch 5 got the orders of epochs 0 and 1, and its state named them."""
+
+    def passes(make, epochs=(5, 6, 2)):
+        sampler = DistributedSampler(Indices(12), num_replicas=2, rank=1, shuffle=True, seed=3)
+        loader = make(sampler)
+        out = []
+        for epoch in epochs:
+            sampler.set_epoch(epoch)
+            out.append(flat(loader))
+        sampler.set_epoch(7)
+        return out, loader
+
+    expected, _ = passes(lambda s: DataLoader(Indices(12), batch_size=2, sampler=s))
+    got, loader = passes(lambda s: ResizableLoader(Indices(12), batch_size=2, sampler=s))
+    assert got == expected
+    assert loader.state_dict()["epoch"] == 7  # set before its iter(): a checkpoint now resumes epoch 7
+    auto = ResizableLoader(Indices(12), batch_size=2, sampler=DistributedSampler(Indices(12), 2, 1, seed=3))
+    assert [flat(auto) for _ in range(2)] == expected_auto(), "without set_epoch each iter() is the next epoch"
+
+
+def expected_auto() -> list[list[int]]:
+    out = []
+    for epoch in range(2):
+        sampler = DistributedSampler(Indices(12), 2, 1, seed=3)
+        sampler.set_epoch(epoch)
+        out.append(list(sampler))
+    return out
+
+
+class FailsOnce(Indices):
+    """Indices, except that loading ``bad`` raises the first time (a file that was briefly unreadable)."""
+
+    def __init__(self, n: int, bad: int) -> None:
+        super().__init__(n)
+        self.bad, self.failed = bad, False
+
+    def __getitem__(self, i: int):
+        if i == self.bad and not self.failed:
+            self.failed = True
+            raise KeyError(f"sample {i} is unreadable")
+        return super().__getitem__(i)
+
+
+def test_after_an_epoch_stopped_by_an_error_a_resume_and_the_next_epoch_serve_every_batch():
+    """The error says that iter() starts the next epoch and load_state_dict(state_dict()) resumes this one
+    at the failed batch: only the failed epoch's iterator keeps raising."""
+    with ResizableLoader(FailsOnce(20, bad=7), 2) as loader:
+        it = iter(loader)
+        head = [next(it) for _ in range(3)]
+        with pytest.raises(KeyError, match="sample 7"):
+            next(it)
+        with pytest.raises(RuntimeError, match="stopped at batch 3 of 10"):
+            next(it)
+        loader.load_state_dict(loader.state_dict())
+        assert flat(head) + flat(loader) == list(range(20))
+        assert flat(loader) == list(range(20))
+
+
+def test_a_ranks_state_resumes_its_shard_of_a_distributed_sampler():
+    def make() -> ResizableLoader:
+        sampler = DistributedSampler(Indices(12), num_replicas=2, rank=1, shuffle=True, seed=3)
+        return ResizableLoader(Indices(12), batch_size=2, sampler=sampler)
+
+    ref = make()
+    ref.set_epoch(4)
+    whole = flat(ref)
+    first = make()
+    first.set_epoch(4)
+    it = iter(first)
+    head = flat([next(it) for _ in range(2)])
+    state = first.state_dict()
+    assert state["samples"] == 6  # the rank's shard, not the dataset
+    second = make()
+    second.load_state_dict(state)
+    assert head + flat(second) == whole
+
+
+def test_a_resize_requested_between_epochs_is_the_count_asked_for_at_once():
+    with ResizableLoader(Indices(8), batch_size=2) as loader:
+        flat(loader)
+        loader.request_resize(1)  # as the callbacks ask, between epochs
+        assert loader.num_workers == 1
