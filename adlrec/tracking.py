@@ -38,7 +38,7 @@ from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from adlrec.config import sqlite_file  # noqa: E402
-from adlrec.errors import TrackingError, UsageError, first_line  # noqa: E402
+from adlrec.errors import TrackingError, UsageError  # noqa: E402
 from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile, json_text  # noqa: E402
@@ -284,18 +284,13 @@ class Tracker:
         """Log a finished profile as one complete run and return its id."""
         exp_id = self.experiment_id()
         assert exp_id is not None
-        tags = _profile_tags(profile)
-        try:
-            run = self.client.create_run(
-                exp_id,
-                run_name=f"{profile.workload}-{profile.device.label}-{time.strftime('%Y%m%d-%H%M%S')}",
-                tags=tags,
-            )
-        except (OSError, MlflowException) as exc:
-            raise TrackingError(
-                f"could not create a run in {self.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}"
-            ) from exc
-        run_id = run.info.run_id
+        run_id = _create_run(
+            self.client,
+            exp_id,
+            self.tracking_uri,
+            run_name=f"{profile.workload}-{profile.device.label}-{time.strftime('%Y%m%d-%H%M%S')}",
+            tags=_profile_tags(profile),
+        )
         with _failed_run_on_error(self.client, run_id, f"could not log run {run_id} to {self.tracking_uri}"):
             now = int(time.time() * 1000)
             params = {f"param.{k}": v for k, v in profile.params.items()}
@@ -433,7 +428,23 @@ def _is_local(uri: str) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    return first_line(exc, type(exc).__name__)
+    """What ``exc`` says first, past SQLAlchemy's "(raised as a result of Query-invoked autoflush; ...)" line,
+    which heads a failed insert and says nothing of why it failed."""
+    text = str(exc).strip()
+    if text.startswith("(raised as a result of ") and "\n" in text:
+        text = text.split("\n", 1)[1].strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _create_run(client: MlflowClient, exp_id: str, tracking_uri: str, **kwargs: Any) -> str:
+    """A new run's id; a store that cannot create it is a :class:`TrackingError` naming the store (nothing of
+    the run was written, so there is no run to mark FAILED)."""
+    try:
+        return client.create_run(exp_id, **kwargs).info.run_id
+    except (OSError, MlflowException) as exc:
+        raise TrackingError(
+            f"could not create a run in {tracking_uri}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from exc
 
 
 @contextlib.contextmanager
@@ -590,8 +601,10 @@ class ModelRegistry:
         import pandas as pd
 
         exp_id = self.models.experiment_id()
-        run = self.client.create_run(exp_id, run_name=f"fit-{model.kind}-{time.strftime('%Y%m%d-%H%M%S')}")
-        run_id = run.info.run_id
+        assert exp_id is not None
+        run_id = _create_run(
+            self.client, exp_id, self.tracking_uri, run_name=f"fit-{model.kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         with _failed_run_on_error(self.client, run_id, f"could not register the model from run {run_id}"):
             spec = model.spec()
             all_params = {f"spec.{k}": v for k, v in spec.items()} | params
@@ -751,12 +764,13 @@ def log_simulation(
     exp_id = tracker.experiment_id()
     assert exp_id is not None
     client = tracker.client
-    run = client.create_run(
+    run_id = _create_run(
+        client,
         exp_id,
+        tracker.tracking_uri,
         run_name=f"simulate-{time.strftime('%Y%m%d-%H%M%S')}",
         tags={"adlrec.kind": "simulation", "mlflow.note.content": note or "adlrec simulate"},
     )
-    run_id = run.info.run_id
     with _failed_run_on_error(client, run_id, f"could not log run {run_id} to {tracker.tracking_uri}"):
         now = int(time.time() * 1000)
         metrics = [
