@@ -353,25 +353,49 @@ class Tracker:
         except MlflowException as exc:
             raise _read_error(exc, self.tracking_uri, self.origin) from exc
 
-    def profiles(self) -> list[ProfileRun]:
-        """Every complete profile in the experiment, newest first."""
+    def profiles(self, skipped: list[str] | None = None) -> list[ProfileRun]:
+        """Every complete profile in the experiment, newest first.
+
+        A complete run whose ``profile.json`` cannot be read (deleted, moved, damaged) is left out and named in
+        ``skipped``; without ``skipped`` it is a :class:`TrackingError`.  Before, it was MLflow's or json's
+        traceback, and one such run stopped ``profiles list``, ``profiles export`` and ``model fit`` for all."""
         out = []
         for run in self.runs():
-            with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
-                try:
-                    path = mlflow.artifacts.download_artifacts(
-                        run_id=run.info.run_id,
-                        artifact_path=PROFILE_ARTIFACT,
-                        dst_path=tmp,
-                        tracking_uri=self.tracking_uri,
-                    )
-                except MlflowException as exc:
-                    if not _request_failed(exc):
-                        raise
-                    raise _read_error(exc, self.tracking_uri, self.origin) from exc
-                data = json.loads(Path(path).read_text())
-            out.append(ProfileRun(run_id=run.info.run_id, profile=Profile.from_dict(data)))
+            try:
+                profile = self._profile(run.info.run_id)
+            except _Unreadable as exc:
+                if skipped is None:
+                    raise TrackingError(f"{exc} (in {self.tracking_uri})") from exc.__cause__
+                skipped.append(str(exc))
+                continue
+            out.append(ProfileRun(run_id=run.info.run_id, profile=profile))
         return out
+
+    def _profile(self, run_id: str) -> Profile:
+        """The profile a complete run holds; :class:`_Unreadable` when it cannot be read."""
+        with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
+            try:
+                path = mlflow.artifacts.download_artifacts(
+                    run_id=run_id, artifact_path=PROFILE_ARTIFACT, dst_path=tmp, tracking_uri=self.tracking_uri
+                )
+                data = json.loads(Path(path).read_text(encoding="utf-8"))
+                return Profile.from_dict(data)
+            except MlflowException as exc:
+                if _request_failed(exc):  # the server's failure, not the run's
+                    raise _read_error(exc, self.tracking_uri, self.origin) from exc
+                raise _Unreadable(f"run {run_id}: its {PROFILE_ARTIFACT} cannot be read: {_first_line(exc)}") from exc
+            except KeyError as exc:
+                raise _Unreadable(
+                    f"run {run_id}: its {PROFILE_ARTIFACT} is no profile: the key {exc} is missing"
+                ) from exc
+            except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # JSON, fields, reading
+                raise _Unreadable(
+                    f"run {run_id}: its {PROFILE_ARTIFACT} is no profile: {type(exc).__name__}: {_first_line(exc)}"
+                ) from exc
+
+
+class _Unreadable(Exception):
+    """A complete run whose profile cannot be read back."""
 
 
 def _profile_tags(profile: Profile) -> dict[str, str]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from adlrec.cli import main
 from adlrec.profile.library import load_profiles
@@ -272,3 +275,45 @@ def test_import_logs_each_measurement_once_within_one_command(tmp_path, capsys):
     assert "logged as run" in lines[0] and "logged as run" in lines[1] and "already in the store as run" in lines[2]
     assert lines[3].startswith("imported 2 of 3 profiles into experiment 'adlrec-profiles'")
     assert len(Tracker(uri, "adlrec-profiles").profiles()) == 2
+
+
+def test_a_run_whose_profile_json_cannot_be_read_is_named_and_the_others_still_read(tmp_path, capsys):
+    """Its artifact deleted, or damaged: before, MLflow's or json's traceback, and `profiles list`, `profiles export`
+    and `model fit` read nothing at all."""
+    from adlrec.errors import TrackingError
+    from adlrec.predict.fit import gather_curves
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    good = tracker.log_profile(make_profile(workload="good"))
+    gone, damaged = (
+        tracker.log_profile(make_profile(workload="gone")),
+        tracker.log_profile(make_profile(workload="bad")),
+    )
+
+    def artifact(run_id: str) -> Path:
+        return Path(tracker.client.get_run(run_id).info.artifact_uri.removeprefix("file://")) / "profile.json"
+
+    artifact(gone).unlink()
+    artifact(damaged).write_text('{"workload": "bad"')
+    warnings = [
+        f"adlrec: warning: skipped run {damaged}: its profile.json is no profile: JSONDecodeError: Expecting ',' "
+        "delimiter: line 1 column 19 (char 18)",
+        f"adlrec: warning: skipped run {gone}: its profile.json cannot be read: Failed to download artifacts from "
+        "path 'profile.json', please ensure that the path is correct.",
+    ]
+    assert main(["profiles", "list", "--tracking-uri", uri]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == warnings
+    assert [line.split()[0] for line in captured.out.splitlines()] == [good]
+
+    assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == warnings and "exported 1 profile to" in captured.out
+    assert [p.workload for p in load_profiles(tmp_path / "out", skipped=[])] == ["good"]
+
+    skipped: list[str] = []
+    assert [c.group.split()[0] for c in gather_curves(None, tracker, skipped)] == ["good"]
+    assert skipped == [w.removeprefix("adlrec: warning: skipped ") for w in warnings]
+    with pytest.raises(TrackingError, match=f"^run {damaged}: its profile.json is no profile: .* \\(in {uri}\\)$"):
+        tracker.profiles()
