@@ -10,7 +10,7 @@ import pytest
 from adlrec.cli import main
 from adlrec.profile.library import load_profiles
 from adlrec.schemas import DeviceSpec
-from adlrec.tracking import Tracker
+from adlrec.tracking import _POINT_METRICS, Tracker
 from tests.factories import make_profile
 
 
@@ -216,8 +216,8 @@ def test_a_sweep_of_more_metrics_than_one_batch_holds_is_logged_whole(tmp_path):
     """A sweep to 99 workers is 1100 stepped metrics; MLflow takes at most 1000 in one batch."""
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
     run_id = tracker.log_profile(make_profile(throughputs=tuple(10.0 + w for w in range(100))))
-    for key in ("throughput", "main_rss_mb"):  # the first and the last metric of each point
-        assert sorted(m.step for m in tracker.client.get_metric_history(run_id, key)) == list(range(100))
+    for key in _POINT_METRICS:  # every metric of every point, the ones at a batch's edge (900 of 1100) too
+        assert sorted(m.step for m in tracker.client.get_metric_history(run_id, key)) == list(range(100)), key
     run = tracker.client.get_run(run_id)
     assert (run.data.params["max_workers"], run.data.params["batch_size"]) == ("99", "8")
     assert (run.data.metrics["best_workers"], run.data.metrics["best_throughput"]) == (99, 109.0)
