@@ -41,7 +41,8 @@ def _distinct_profile():
         for w, p in enumerate(profile.points)
     )
     baseline = replace(profile.baseline, ceiling_end=24.0, ceiling_end_rse=0.02)
-    return replace(profile, points=points, baseline=baseline, budget_s=1.5, rse_target=0.04)
+    command = "adlrec profile w.py --param notes=" + "n" * 6000  # a tag keeps its first 5000 characters
+    return replace(profile, points=points, baseline=baseline, budget_s=1.5, rse_target=0.04, command=command)
 
 
 def test_a_profile_run_holds_each_figure_under_its_own_name(tracker):
@@ -53,21 +54,24 @@ def test_a_profile_run_holds_each_figure_under_its_own_name(tracker):
 
     hw = profile.hardware
     tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.") or k == "mlflow.note.content"}
-    assert tags == {
-        "adlrec.kind": "profile",
-        "adlrec.workload": "w",
-        "adlrec.model_hash": "abc",
-        "adlrec.device": "emulate:5",
-        "adlrec.emulated": "true",
-        "adlrec.hardware": hw.summary,
-        "adlrec.hardware.fingerprint": hw.fingerprint,
-        "adlrec.hardware.cpu": "Test CPU",
-        "adlrec.hardware.cores": "8",  # logical cores (the test machine has 4 physical)
-        "adlrec.hardware.gpus": "H200",
-        "adlrec.command": "adlrec profile w.py",
-        "mlflow.note.content": f"w on {profile.device.title}; {hw.summary}; command: `adlrec profile w.py`",
-        COMPLETE_TAG: "true",
-    }
+    assert (
+        tags
+        == {
+            "adlrec.kind": "profile",
+            "adlrec.workload": "w",
+            "adlrec.model_hash": "abc",
+            "adlrec.device": "emulate:5",
+            "adlrec.emulated": "true",
+            "adlrec.hardware": hw.summary,
+            "adlrec.hardware.fingerprint": hw.fingerprint,
+            "adlrec.hardware.cpu": "Test CPU",
+            "adlrec.hardware.cores": "8",  # logical cores (the test machine has 4 physical)
+            "adlrec.hardware.gpus": "H200",
+            "adlrec.command": profile.command[:5000],
+            "mlflow.note.content": f"w on {profile.device.title}; {hw.summary}; command: `{profile.command}`",
+            COMPLETE_TAG: "true",
+        }
+    )
     assert run.data.params == {
         "param.batch_size": "8",
         "param.crop": "224",
