@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adlrec.tracking import _POINT_METRICS, COMPLETE_TAG, Tracker
+from adlrec.tracking import _POINT_METRICS, COMPLETE_TAG, LIVE_EXPERIMENT, LiveRuns, Tracker
 from tests.factories import make_profile
 
 
@@ -112,3 +112,14 @@ def test_a_profile_run_holds_each_figure_under_its_own_name(tracker):
     assert (artifacts / "curve.csv").read_text().count("\n") >= len(profile.points)
     (read,) = tracker.profiles()
     assert (read.run_id, read.profile) == (run_id, profile)
+
+
+def test_every_run_is_read_past_a_page_of_500(tmp_path):
+    """MLflow answers a search 500 runs at a time: the 501st run (the oldest) is read too, by the live writer's
+    index of running jobs and by a reader of the experiment."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    live = LiveRuns(uri, tmp_path / "artifacts")
+    for i in range(501):
+        live.run_id(f"job-{i}", "n0")
+    assert len(LiveRuns(uri, tmp_path / "artifacts").known()) == 501  # a restarted writer finds every job's run
+    assert len(Tracker(uri, LIVE_EXPERIMENT).runs(include_incomplete=True)) == 501
