@@ -54,6 +54,10 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
     # 6 workloads on 2 devices: 12 curves
     assert (run.data.params["curves"], run.data.params["workloads"], run.data.params["sources"]) == ("12", "6", "test")
+    assert {k.removeprefix("spec."): v for k, v in run.data.params.items() if k.startswith("spec.")} == {
+        k: str(v) for k, v in SPEC.items()
+    }
+    assert (run.data.tags["adlrec.kind"], json.loads(run.data.tags[SPEC_TAG])) == ("model-fit", SPEC)
     assert "evaluation.csv" in {a.path for a in registry.client.list_artifacts(outcome.run_id)}
 
 
