@@ -27,6 +27,8 @@ from typing import Any
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # Reading a profile back downloads its artifact; MLflow would draw a progress bar on stderr for each.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# Ending a run on a server, MLflow prints "View run ... at: http://..." on stdout: `profile --json`'s stdout is the JSON.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # A new SQLite store runs its migrations through alembic, which logs a page of INFO lines.
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)

@@ -273,3 +273,18 @@ def test_reading_a_real_server_lists_what_it_holds_and_no_model_is_none(tmp_path
     assert capsys.readouterr().out == f"no versions of {MODEL_NAME} in {mlflow_server}\n"
     assert main(["profiles", "export", "--tracking-uri", mlflow_server, "--out", str(tmp_path / "out")]) == 0
     assert "exported 1 profile to" in capsys.readouterr().out
+
+
+def test_logging_to_a_real_server_leaves_stdout_to_adlrec(tmp_path, tiny_job_path, mlflow_server, capsys):
+    """MLflow's client prints "View run ... at: http://..." on stdout when a run on a server ends: `profile --json`
+    printed it before the JSON, which then did not parse."""
+    import json
+
+    from adlrec.tracking import log_simulation
+
+    argv = ["profile", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1", "--json"]
+    assert main([*argv, "--tracking-uri", mlflow_server, "--data-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert Tracker(mlflow_server, "adlrec-profiles").client.get_run(out["run_id"]).info.status == "FINISHED"
+    log_simulation(Tracker(mlflow_server, "adlrec-simulations"), {"policies": "even"}, [], "policy\n")
+    assert capsys.readouterr().out == ""
