@@ -14,7 +14,7 @@ import pytest
 
 from adlrec.cli import main
 from adlrec.errors import TrackingError
-from adlrec.predict.evaluate import curves_from_profiles
+from adlrec.predict.evaluate import cross_validate, curves_from_profiles
 from adlrec.predict.features import ProbeError
 from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import make_model
@@ -70,6 +70,8 @@ def test_a_registered_model_pins_what_it_needs_to_load_elsewhere(registry, curve
     pins = dict(line.split("==") for line in requirements.read_text().split())
     assert pins["adlrec"] == adlrec.__version__
     assert {"scikit-learn", "numpy", "pandas", "cloudpickle"} <= set(pins)
+    (example,) = (tmp_path / "artifacts").rglob("input_example.json")  # a request `mlflow models serve` answers
+    assert "workers" in json.loads(example.read_text())["columns"]
 
 
 def test_the_registry_is_the_tracking_store_whatever_mlflow_registry_uri_says(tmp_path, monkeypatch, curves):
@@ -584,3 +586,19 @@ def test_predict_prints_the_model_it_used_and_the_predicted_best_and_fewest_reac
     assert lines[-3] == "model: analytic model (no registered model)"
     assert re.fullmatch(r"predicted max [\d,.]+ samples/s at \d workers?; \d workers? reach(es)? 95% of it", lines[-2])
     assert re.fullmatch(r"probe: \d+\.\d s", lines[-1])
+
+
+def test_a_champion_that_predicts_no_finite_throughput_is_refused_with_one_line(tmp_path):
+    """A damaged model that loads and predicts NaN would give every job of the service a curve of NaN."""
+    registry = ModelRegistry(f"sqlite:///{tmp_path / 'n.db'}", artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    model = make_model({"kind": "learned", "n_estimators": 5}).fit(
+        [c.features for c in curves], [c.throughput for c in curves]
+    )
+    model.estimator.init_.constant_[:] = np.nan  # its learned start: every prediction NaN
+    example = curves[0].features.to_dict() | {"workers": 1}
+    _, version = registry.register(model, cross_validate({"kind": "analytic"}, curves), params={}, example=example)
+    registry.set_champion(version)
+    with pytest.raises(TrackingError, match=r"v1 \(@champion\) .* loads but cannot predict a test probe: ValueError: "):
+        registry.load()
+    assert not registry.loadable()
