@@ -87,8 +87,13 @@ def test_the_registry_is_the_tracking_store_whatever_mlflow_registry_uri_says(tm
 
 
 def test_loading_by_alias_predicts_what_the_fitted_model_predicts(registry, curves):
+    import mlflow
+
+    before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
     fit_and_register(curves, SPEC, registry, sources="test")
     pyfunc, version = registry.load()
+    # MLflow's own store is what it was: a job's MLflow calls (its model.py, after predict's load) go where they did
+    assert (mlflow.get_tracking_uri(), mlflow.get_registry_uri()) == before
     f = curves[0].features
     rows = pd.DataFrame([f.to_dict() | {"workers": w} for w in range(5)])
     got = np.asarray(pyfunc.predict(rows)["throughput"])
@@ -125,6 +130,8 @@ def test_bad_probe_input_gets_a_clear_error(registry, curves):
     good = curves[0].features.to_dict() | {"workers": 2}
     with pytest.raises(ProbeError, match="row 0: probe input ceiling=-5.0"):
         pyfunc.predict(pd.DataFrame([good | {"ceiling": -5.0}]))
+    with pytest.raises(ProbeError, match=r"^probe input row 1: workers=-1: expected a whole number >= 0$"):
+        pyfunc.predict(pd.DataFrame([good, good | {"workers": -1}]))
     with pytest.raises(Exception, match="ceiling"):  # the signature names the missing column
         pyfunc.predict(pd.DataFrame([{k: v for k, v in good.items() if k != "ceiling"}]))
 
