@@ -288,3 +288,17 @@ def test_logging_to_a_real_server_leaves_stdout_to_adlrec(tmp_path, tiny_job_pat
     assert Tracker(mlflow_server, "adlrec-profiles").client.get_run(out["run_id"]).info.status == "FINISHED"
     log_simulation(Tracker(mlflow_server, "adlrec-simulations"), {"policies": "even"}, [], "policy\n")
     assert capsys.readouterr().out == ""
+
+
+def test_a_servers_versions_are_listed_in_number_order_past_nine(mlflow_server):
+    """A server's registry gives versions as text: in text order, v10 and v11 came before v2."""
+    from adlrec.tracking import ModelRegistry
+
+    registry = ModelRegistry(mlflow_server)
+    registry.client.create_registered_model(MODEL_NAME)
+    try:
+        for _ in range(11):
+            registry.client.create_model_version(MODEL_NAME, source="s3://bucket/model")  # a source it accepts
+        assert [str(mv.version) for mv in registry.versions()] == [str(v) for v in range(1, 12)]
+    finally:  # the server is the module's: the other tests find no model there
+        registry.client.delete_registered_model(MODEL_NAME)
