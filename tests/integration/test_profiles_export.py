@@ -205,8 +205,10 @@ def test_a_parameter_longer_than_mlflow_keeps_is_logged_cut_with_a_warning_and_k
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
     notes = "n" * 7000
     with caplog.at_level("WARNING", logger="adlrec.tracking"):
-        run_id = tracker.log_profile(make_profile(params={"batch_size": 4, "notes": notes}))
+        run_id = tracker.log_profile(make_profile(params={"batch_size": 4, "notes": notes, "edge": "e" * 6000}))
     assert "parameter param.notes is 7000 characters as text; MLflow keeps its first 6000" in caplog.text
+    assert "param.edge" not in caplog.text  # 6000 characters fit: kept whole, no warning
+    assert tracker.client.get_run(run_id).data.params["param.edge"] == "e" * 6000
     assert tracker.client.get_run(run_id).data.params["param.notes"] == "n" * 6000
     (run,) = tracker.profiles()
     assert run.profile.params["notes"] == notes  # profile.json keeps it whole
