@@ -27,6 +27,8 @@ from typing import Any
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # Reading a profile back downloads its artifact; MLflow would draw a progress bar on stderr for each.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# Ending a run on a server, MLflow prints "View run ... at: http://..." on stdout: `profile --json`'s stdout is the JSON.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # A new SQLite store runs its migrations through alembic, which logs a page of INFO lines.
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
@@ -38,7 +40,7 @@ from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from adlrec.config import sqlite_file  # noqa: E402
-from adlrec.errors import TrackingError, UsageError, first_line  # noqa: E402
+from adlrec.errors import TrackingError, UsageError  # noqa: E402
 from adlrec.folders import ensure_folder  # noqa: E402
 from adlrec.profile.report import curve_csv, plot_curve  # noqa: E402
 from adlrec.schemas import Profile, json_text  # noqa: E402
@@ -284,18 +286,13 @@ class Tracker:
         """Log a finished profile as one complete run and return its id."""
         exp_id = self.experiment_id()
         assert exp_id is not None
-        tags = _profile_tags(profile)
-        try:
-            run = self.client.create_run(
-                exp_id,
-                run_name=f"{profile.workload}-{profile.device.label}-{time.strftime('%Y%m%d-%H%M%S')}",
-                tags=tags,
-            )
-        except (OSError, MlflowException) as exc:
-            raise TrackingError(
-                f"could not create a run in {self.tracking_uri}: {type(exc).__name__}: {_first_line(exc)}"
-            ) from exc
-        run_id = run.info.run_id
+        run_id = _create_run(
+            self.client,
+            exp_id,
+            self.tracking_uri,
+            run_name=f"{profile.workload}-{profile.device.label}-{time.strftime('%Y%m%d-%H%M%S')}",
+            tags=_profile_tags(profile),
+        )
         with _failed_run_on_error(self.client, run_id, f"could not log run {run_id} to {self.tracking_uri}"):
             now = int(time.time() * 1000)
             params = {f"param.{k}": v for k, v in profile.params.items()}
@@ -358,25 +355,49 @@ class Tracker:
         except MlflowException as exc:
             raise _read_error(exc, self.tracking_uri, self.origin) from exc
 
-    def profiles(self) -> list[ProfileRun]:
-        """Every complete profile in the experiment, newest first."""
+    def profiles(self, skipped: list[str] | None = None) -> list[ProfileRun]:
+        """Every complete profile in the experiment, newest first.
+
+        A complete run whose ``profile.json`` cannot be read (deleted, moved, damaged) is left out and named in
+        ``skipped``; without ``skipped`` it is a :class:`TrackingError`.  Before, it was MLflow's or json's
+        traceback, and one such run stopped ``profiles list``, ``profiles export`` and ``model fit`` for all."""
         out = []
         for run in self.runs():
-            with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
-                try:
-                    path = mlflow.artifacts.download_artifacts(
-                        run_id=run.info.run_id,
-                        artifact_path=PROFILE_ARTIFACT,
-                        dst_path=tmp,
-                        tracking_uri=self.tracking_uri,
-                    )
-                except MlflowException as exc:
-                    if not _request_failed(exc):
-                        raise
-                    raise _read_error(exc, self.tracking_uri, self.origin) from exc
-                data = json.loads(Path(path).read_text())
-            out.append(ProfileRun(run_id=run.info.run_id, profile=Profile.from_dict(data)))
+            try:
+                profile = self._profile(run.info.run_id)
+            except _Unreadable as exc:
+                if skipped is None:
+                    raise TrackingError(f"{exc} (in {self.tracking_uri})") from exc.__cause__
+                skipped.append(str(exc))
+                continue
+            out.append(ProfileRun(run_id=run.info.run_id, profile=profile))
         return out
+
+    def _profile(self, run_id: str) -> Profile:
+        """The profile a complete run holds; :class:`_Unreadable` when it cannot be read."""
+        with tempfile.TemporaryDirectory(prefix="adlrec-") as tmp:
+            try:
+                path = mlflow.artifacts.download_artifacts(
+                    run_id=run_id, artifact_path=PROFILE_ARTIFACT, dst_path=tmp, tracking_uri=self.tracking_uri
+                )
+                data = json.loads(Path(path).read_text(encoding="utf-8"))
+                return Profile.from_dict(data)
+            except MlflowException as exc:
+                if _request_failed(exc):  # the server's failure, not the run's
+                    raise _read_error(exc, self.tracking_uri, self.origin) from exc
+                raise _Unreadable(f"run {run_id}: its {PROFILE_ARTIFACT} cannot be read: {_first_line(exc)}") from exc
+            except KeyError as exc:
+                raise _Unreadable(
+                    f"run {run_id}: its {PROFILE_ARTIFACT} is no profile: the key {exc} is missing"
+                ) from exc
+            except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # JSON, fields, reading
+                raise _Unreadable(
+                    f"run {run_id}: its {PROFILE_ARTIFACT} is no profile: {type(exc).__name__}: {_first_line(exc)}"
+                ) from exc
+
+
+class _Unreadable(Exception):
+    """A complete run whose profile cannot be read back."""
 
 
 def _profile_tags(profile: Profile) -> dict[str, str]:
@@ -433,7 +454,23 @@ def _is_local(uri: str) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    return first_line(exc, type(exc).__name__)
+    """What ``exc`` says first, past SQLAlchemy's "(raised as a result of Query-invoked autoflush; ...)" line,
+    which heads a failed insert and says nothing of why it failed."""
+    text = str(exc).strip()
+    if text.startswith("(raised as a result of ") and "\n" in text:
+        text = text.split("\n", 1)[1].strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _create_run(client: MlflowClient, exp_id: str, tracking_uri: str, **kwargs: Any) -> str:
+    """A new run's id; a store that cannot create it is a :class:`TrackingError` naming the store (nothing of
+    the run was written, so there is no run to mark FAILED)."""
+    try:
+        return client.create_run(exp_id, **kwargs).info.run_id
+    except (OSError, MlflowException) as exc:
+        raise TrackingError(
+            f"could not create a run in {tracking_uri}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from exc
 
 
 @contextlib.contextmanager
@@ -590,8 +627,10 @@ class ModelRegistry:
         import pandas as pd
 
         exp_id = self.models.experiment_id()
-        run = self.client.create_run(exp_id, run_name=f"fit-{model.kind}-{time.strftime('%Y%m%d-%H%M%S')}")
-        run_id = run.info.run_id
+        assert exp_id is not None
+        run_id = _create_run(
+            self.client, exp_id, self.tracking_uri, run_name=f"fit-{model.kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         with _failed_run_on_error(self.client, run_id, f"could not register the model from run {run_id}"):
             spec = model.spec()
             all_params = {f"spec.{k}": v for k, v in spec.items()} | params
@@ -751,12 +790,13 @@ def log_simulation(
     exp_id = tracker.experiment_id()
     assert exp_id is not None
     client = tracker.client
-    run = client.create_run(
+    run_id = _create_run(
+        client,
         exp_id,
+        tracker.tracking_uri,
         run_name=f"simulate-{time.strftime('%Y%m%d-%H%M%S')}",
         tags={"adlrec.kind": "simulation", "mlflow.note.content": note or "adlrec simulate"},
     )
-    run_id = run.info.run_id
     with _failed_run_on_error(client, run_id, f"could not log run {run_id} to {tracker.tracking_uri}"):
         now = int(time.time() * 1000)
         metrics = [

@@ -275,9 +275,13 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         raise UsageError(f"no complete profiles to export: {nothing}")
     from adlrec.tracking import prompt_reads
 
+    unreadable: list[str] = []  # complete runs whose profile.json cannot be read: named, the rest still read
     with prompt_reads():
         tracker = open_tracker(settings, args)
-        runs = tracker.profiles()
+        runs = tracker.profiles(unreadable)
+    if args.profiles_command == "list" or not runs:
+        for line in unreadable:
+            print(f"adlrec: warning: skipped {line}", file=sys.stderr)
     if args.profiles_command == "list":
         runs = newest_first(runs, lambda r: r.profile)
         if not runs:
@@ -296,7 +300,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             f"no complete profiles to export in experiment {settings.experiment!r} at {tracker.tracking_uri}"
         )
     ensure_folder(args.out, "--out")
-    skipped: list[str] = []
+    skipped = unreadable  # named with what export skips, and in the index
     try:
         written = export_profiles(runs, args.out, skipped)
     except OSError as exc:
@@ -328,7 +332,10 @@ def _import(profiles: list[tuple[Path, Profile]], settings: Settings, tracker: T
     def ident(p: Profile) -> tuple[str, datetime]:
         return profile_key(p), measured_at(p)
 
-    stored = {ident(r.profile): r.run_id for r in tracker.profiles()}
+    unreadable: list[str] = []
+    stored = {ident(r.profile): r.run_id for r in tracker.profiles(unreadable)}
+    for line in unreadable:  # its measurement cannot be recognised: a file of it is logged again
+        print(f"adlrec: warning: {line}", file=sys.stderr)
     logged = 0
     for f, p in profiles:
         key = ident(p)

@@ -42,7 +42,7 @@ def gather_curves(profiles_dir: Path | None, tracker: Any | None, skipped: list[
     """
     profiles = []
     if tracker is not None:
-        profiles += [r.profile for r in tracker.profiles()]
+        profiles += [r.profile for r in tracker.profiles(skipped)]
     if profiles_dir is not None and profiles_dir.is_dir():
         profiles += load_profiles(profiles_dir, skipped)
     return curves_from_profiles(profiles, skipped)

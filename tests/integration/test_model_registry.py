@@ -14,7 +14,7 @@ import pytest
 
 from adlrec.cli import main
 from adlrec.errors import TrackingError
-from adlrec.predict.evaluate import curves_from_profiles
+from adlrec.predict.evaluate import cross_validate, curves_from_profiles
 from adlrec.predict.features import ProbeError
 from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import make_model
@@ -54,6 +54,10 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
     # 6 workloads on 2 devices: 12 curves
     assert (run.data.params["curves"], run.data.params["workloads"], run.data.params["sources"]) == ("12", "6", "test")
+    assert {k.removeprefix("spec."): v for k, v in run.data.params.items() if k.startswith("spec.")} == {
+        k: str(v) for k, v in SPEC.items()
+    }
+    assert (run.data.tags["adlrec.kind"], json.loads(run.data.tags[SPEC_TAG])) == ("model-fit", SPEC)
     assert "evaluation.csv" in {a.path for a in registry.client.list_artifacts(outcome.run_id)}
 
 
@@ -66,6 +70,8 @@ def test_a_registered_model_pins_what_it_needs_to_load_elsewhere(registry, curve
     pins = dict(line.split("==") for line in requirements.read_text().split())
     assert pins["adlrec"] == adlrec.__version__
     assert {"scikit-learn", "numpy", "pandas", "cloudpickle"} <= set(pins)
+    (example,) = (tmp_path / "artifacts").rglob("input_example.json")  # a request `mlflow models serve` answers
+    assert "workers" in json.loads(example.read_text())["columns"]
 
 
 def test_the_registry_is_the_tracking_store_whatever_mlflow_registry_uri_says(tmp_path, monkeypatch, curves):
@@ -81,8 +87,13 @@ def test_the_registry_is_the_tracking_store_whatever_mlflow_registry_uri_says(tm
 
 
 def test_loading_by_alias_predicts_what_the_fitted_model_predicts(registry, curves):
+    import mlflow
+
+    before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
     fit_and_register(curves, SPEC, registry, sources="test")
     pyfunc, version = registry.load()
+    # MLflow's own store is what it was: a job's MLflow calls (its model.py, after predict's load) go where they did
+    assert (mlflow.get_tracking_uri(), mlflow.get_registry_uri()) == before
     f = curves[0].features
     rows = pd.DataFrame([f.to_dict() | {"workers": w} for w in range(5)])
     got = np.asarray(pyfunc.predict(rows)["throughput"])
@@ -119,6 +130,8 @@ def test_bad_probe_input_gets_a_clear_error(registry, curves):
     good = curves[0].features.to_dict() | {"workers": 2}
     with pytest.raises(ProbeError, match="row 0: probe input ceiling=-5.0"):
         pyfunc.predict(pd.DataFrame([good | {"ceiling": -5.0}]))
+    with pytest.raises(ProbeError, match=r"^probe input row 1: workers=-1: expected a whole number >= 0$"):
+        pyfunc.predict(pd.DataFrame([good, good | {"workers": -1}]))
     with pytest.raises(Exception, match="ceiling"):  # the signature names the missing column
         pyfunc.predict(pd.DataFrame([{k: v for k, v in good.items() if k != "ceiling"}]))
 
@@ -580,3 +593,19 @@ def test_predict_prints_the_model_it_used_and_the_predicted_best_and_fewest_reac
     assert lines[-3] == "model: analytic model (no registered model)"
     assert re.fullmatch(r"predicted max [\d,.]+ samples/s at \d workers?; \d workers? reach(es)? 95% of it", lines[-2])
     assert re.fullmatch(r"probe: \d+\.\d s", lines[-1])
+
+
+def test_a_champion_that_predicts_no_finite_throughput_is_refused_with_one_line(tmp_path):
+    """A damaged model that loads and predicts NaN would give every job of the service a curve of NaN."""
+    registry = ModelRegistry(f"sqlite:///{tmp_path / 'n.db'}", artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    model = make_model({"kind": "learned", "n_estimators": 5}).fit(
+        [c.features for c in curves], [c.throughput for c in curves]
+    )
+    model.estimator.init_.constant_[:] = np.nan  # its learned start: every prediction NaN
+    example = curves[0].features.to_dict() | {"workers": 1}
+    _, version = registry.register(model, cross_validate({"kind": "analytic"}, curves), params={}, example=example)
+    registry.set_champion(version)
+    with pytest.raises(TrackingError, match=r"v1 \(@champion\) .* loads but cannot predict a test probe: ValueError: "):
+        registry.load()
+    assert not registry.loadable()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from adlrec.cli import main
 from adlrec.profile.library import load_profiles
 from adlrec.schemas import DeviceSpec
-from adlrec.tracking import Tracker
+from adlrec.tracking import _POINT_METRICS, Tracker
 from tests.factories import make_profile
 
 
@@ -202,8 +205,10 @@ def test_a_parameter_longer_than_mlflow_keeps_is_logged_cut_with_a_warning_and_k
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
     notes = "n" * 7000
     with caplog.at_level("WARNING", logger="adlrec.tracking"):
-        run_id = tracker.log_profile(make_profile(params={"batch_size": 4, "notes": notes}))
+        run_id = tracker.log_profile(make_profile(params={"batch_size": 4, "notes": notes, "edge": "e" * 6000}))
     assert "parameter param.notes is 7000 characters as text; MLflow keeps its first 6000" in caplog.text
+    assert "param.edge" not in caplog.text  # 6000 characters fit: kept whole, no warning
+    assert tracker.client.get_run(run_id).data.params["param.edge"] == "e" * 6000
     assert tracker.client.get_run(run_id).data.params["param.notes"] == "n" * 6000
     (run,) = tracker.profiles()
     assert run.profile.params["notes"] == notes  # profile.json keeps it whole
@@ -213,8 +218,8 @@ def test_a_sweep_of_more_metrics_than_one_batch_holds_is_logged_whole(tmp_path):
     """A sweep to 99 workers is 1100 stepped metrics; MLflow takes at most 1000 in one batch."""
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", artifact_root=tmp_path / "artifacts")
     run_id = tracker.log_profile(make_profile(throughputs=tuple(10.0 + w for w in range(100))))
-    for key in ("throughput", "main_rss_mb"):  # the first and the last metric of each point
-        assert sorted(m.step for m in tracker.client.get_metric_history(run_id, key)) == list(range(100))
+    for key in _POINT_METRICS:  # every metric of every point, the ones at a batch's edge (900 of 1100) too
+        assert sorted(m.step for m in tracker.client.get_metric_history(run_id, key)) == list(range(100)), key
     run = tracker.client.get_run(run_id)
     assert (run.data.params["max_workers"], run.data.params["batch_size"]) == ("99", "8")
     assert (run.data.metrics["best_workers"], run.data.metrics["best_throughput"]) == (99, 109.0)
@@ -296,3 +301,45 @@ def test_newest_first_puts_a_time_that_does_not_parse_last():
 
     odd, old, new = (replace(make_profile(), created_at=t) for t in ("yesterday", "2026-01-01", "2026-02-01T00:00Z"))
     assert newest_first([odd, old, new], lambda p: p) == [new, old, odd]
+
+
+def test_a_run_whose_profile_json_cannot_be_read_is_named_and_the_others_still_read(tmp_path, capsys):
+    """Its artifact deleted, or damaged: before, MLflow's or json's traceback, and `profiles list`, `profiles export`
+    and `model fit` read nothing at all."""
+    from adlrec.errors import TrackingError
+    from adlrec.predict.fit import gather_curves
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "adlrec-profiles", artifact_root=tmp_path / "artifacts")
+    good = tracker.log_profile(make_profile(workload="good"))
+    gone, damaged = (
+        tracker.log_profile(make_profile(workload="gone")),
+        tracker.log_profile(make_profile(workload="bad")),
+    )
+
+    def artifact(run_id: str) -> Path:
+        return Path(tracker.client.get_run(run_id).info.artifact_uri.removeprefix("file://")) / "profile.json"
+
+    artifact(gone).unlink()
+    artifact(damaged).write_text('{"workload": "bad"')
+    warnings = [
+        f"adlrec: warning: skipped run {damaged}: its profile.json is no profile: JSONDecodeError: Expecting ',' "
+        "delimiter: line 1 column 19 (char 18)",
+        f"adlrec: warning: skipped run {gone}: its profile.json cannot be read: Failed to download artifacts from "
+        "path 'profile.json', please ensure that the path is correct.",
+    ]
+    assert main(["profiles", "list", "--tracking-uri", uri]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == warnings
+    assert [line.split()[0] for line in captured.out.splitlines()] == [good]
+
+    assert main(["profiles", "export", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == warnings and "exported 1 profile to" in captured.out
+    assert [p.workload for p in load_profiles(tmp_path / "out", skipped=[])] == ["good"]
+
+    skipped: list[str] = []
+    assert [c.group.split()[0] for c in gather_curves(None, tracker, skipped)] == ["good"]
+    assert skipped == [w.removeprefix("adlrec: warning: skipped ") for w in warnings]
+    with pytest.raises(TrackingError, match=f"^run {damaged}: its profile.json is no profile: .* \\(in {uri}\\)$"):
+        tracker.profiles()

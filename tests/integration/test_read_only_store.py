@@ -287,3 +287,18 @@ def test_a_failed_build_keeps_what_the_datasets_folder_held_before(tmp_path, cap
     # rows.bin, new in the folder, is gone; images/0.png, written into a folder that was there, stays with it
     assert sorted(datasets.rglob("*")) == sorted([*before, datasets / "images", datasets / "images" / "0.png"])
     assert all(p.read_bytes() == content for p, content in before.items())
+
+
+def test_adlrec_serve_refuses_another_programs_database_and_leaves_it_byte_for_byte(tmp_path, capsys):
+    """The service opens its MLflow store with no reading command before it: the store's own check refuses it."""
+    path = tmp_path / "app.db"
+    _foreign_database(path, "delete")
+    content = path.read_bytes()
+    uri = f"sqlite:///{path}"
+    assert main(["serve", "--port", "0", "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err == (
+        f"adlrec: error: tracking store {uri!r}: {path} is not an MLflow store but another program's SQLite "
+        "database (tables accounts, notes, tags); expected a new file or an MLflow store (set by "
+        "--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR)\n"
+    )
+    assert path.read_bytes() == content and not (tmp_path / "d" / "service.db").exists()

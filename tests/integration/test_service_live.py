@@ -44,6 +44,9 @@ def test_live_runs_index_finds_running_runs_after_a_restart(tmp_path):
     status = {j: rs[0].info.status for j, rs in runs.items()}
     assert status == {"a": "FINISHED", "b": "RUNNING", "c": "KILLED", "d": "RUNNING"}
     assert _history(uri, runs["a"][0].info.run_id, "throughput") == [(0, 1.0), (1, 2.0)]
+    history = LiveRuns(uri).client.get_metric_history(runs["a"][0].info.run_id, "throughput")
+    assert sorted(m.timestamp for m in history) == [int(t * 1000), int((t + 1) * 1000)]  # when it was measured
+    assert {j: rs[0].data.tags["adlrec.node"] for j, rs in runs.items()} == dict.fromkeys("abcd", "n0")
     assert set(LiveRuns(uri).known()) == {"b", "d"}
 
 

@@ -289,6 +289,21 @@ def test_a_simulation_run_logs_finite_numbers_only_and_its_params_even_with_no_n
         assert (run.data.metrics, run.data.params, run.info.status) == (metrics, {"policies": "even"}, "FINISHED")
 
 
+def test_a_simulation_run_is_tagged_as_one_and_keeps_every_metric_past_a_batch(tmp_path):
+    """1000 numbers, more than one of MLflow's batches holds: each is a metric under its policy's name."""
+    from adlrec.tracking import Tracker, log_simulation
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-simulations", artifact_root=tmp_path / "artifacts")
+    rows = [{"policy": f"p{i}"} | {f"f{k}": float(10 * i + k) for k in range(10)} for i in range(100)]
+    run_id = log_simulation(tracker, {"policies": "many"}, rows, "policy\n", note="adlrec simulate t.csv")
+    run = tracker.client.get_run(run_id)
+    assert run.data.metrics == {f"p{i}.f{k}": float(10 * i + k) for i in range(100) for k in range(10)}
+    assert (run.data.tags["adlrec.kind"], run.data.tags["mlflow.note.content"]) == (
+        "simulation",
+        "adlrec simulate t.csv",
+    )
+
+
 @pytest.mark.parametrize(
     ("flags", "settings"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 import pytest
 from mlflow.exceptions import MlflowException
@@ -10,8 +11,8 @@ from mlflow.exceptions import MlflowException
 from adlrec.errors import TrackingError
 from adlrec.predict.evaluate import curves_from_profiles
 from adlrec.predict.fit import fit_and_register
-from adlrec.tracking import COMPLETE_TAG, ModelRegistry, Tracker, _failed_run_on_error
-from tests.factories import synthetic_profiles
+from adlrec.tracking import COMPLETE_TAG, ModelRegistry, Tracker, _failed_run_on_error, log_simulation
+from tests.factories import make_profile, synthetic_profiles
 
 
 @pytest.fixture
@@ -85,3 +86,30 @@ def test_only_a_run_both_tagged_complete_and_finished_is_read_back(tracker, tagg
     tracker.client.set_terminated(run_id, status)
     assert tracker.runs() == [] and tracker.profiles() == []
     assert [r.info.run_id for r in tracker.runs(include_incomplete=True)] == [run_id]
+
+
+def test_a_store_that_cannot_create_a_run_is_one_tracking_error_from_every_writer(tmp_path):
+    """Before, a fit (`model fit`) and a simulation (`simulate --log-mlflow`) let the store's MlflowException out
+    as a traceback; a profile said it in one line, but that line was SQLAlchemy's "(raised as a result of
+    Query-invoked autoflush; ...)", not why the run could not be created."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "runs", artifact_root=tmp_path / "artifacts")
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    experiments = [tracker.experiment_id(), registry.models.experiment_id()]
+    with sqlite3.connect(tmp_path / "m.db") as db:  # the store refuses every new run, as a full disk would
+        db.execute(
+            "CREATE TRIGGER full BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+        )
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    writers = {
+        "profile": lambda: tracker.log_profile(make_profile()),
+        "simulation": lambda: log_simulation(tracker, {"policies": "even"}, [], "policy\n"),
+        "fit": lambda: fit_and_register(curves, {"kind": "interp"}, registry, sources="test"),
+    }
+    for name, write in writers.items():
+        with pytest.raises(TrackingError) as caught:
+            write()
+        assert str(caught.value) == (
+            f"could not create a run in {uri}: MlflowException: (sqlite3.IntegrityError) database or disk is full"
+        ), name
+    assert tracker.client.search_runs(experiments) == [] and registry.versions() == []

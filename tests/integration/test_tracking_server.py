@@ -4,6 +4,7 @@ minutes with no output (`adlrec profiles list` against a closed port ran past 5 
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -273,3 +274,89 @@ def test_reading_a_real_server_lists_what_it_holds_and_no_model_is_none(tmp_path
     assert capsys.readouterr().out == f"no versions of {MODEL_NAME} in {mlflow_server}\n"
     assert main(["profiles", "export", "--tracking-uri", mlflow_server, "--out", str(tmp_path / "out")]) == 0
     assert "exported 1 profile to" in capsys.readouterr().out
+
+
+def test_logging_to_a_real_server_leaves_stdout_to_adlrec(tmp_path, tiny_job_path, mlflow_server, capsys):
+    """MLflow's client prints "View run ... at: http://..." on stdout when a run on a server ends: `profile --json`
+    printed it before the JSON, which then did not parse."""
+    import json
+
+    from adlrec.tracking import log_simulation
+
+    argv = ["profile", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1", "--json"]
+    assert main([*argv, "--tracking-uri", mlflow_server, "--data-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert Tracker(mlflow_server, "adlrec-profiles").client.get_run(out["run_id"]).info.status == "FINISHED"
+    log_simulation(Tracker(mlflow_server, "adlrec-simulations"), {"policies": "even"}, [], "policy\n")
+    assert capsys.readouterr().out == ""
+
+
+def test_a_servers_versions_are_listed_in_number_order_past_nine(mlflow_server):
+    """A server's registry gives versions as text: in text order, v10 and v11 came before v2."""
+    from adlrec.tracking import ModelRegistry
+
+    registry = ModelRegistry(mlflow_server)
+    registry.client.create_registered_model(MODEL_NAME)
+    try:
+        for _ in range(11):
+            registry.client.create_model_version(MODEL_NAME, source="s3://bucket/model")  # a source it accepts
+        assert [str(mv.version) for mv in registry.versions()] == [str(v) for v in range(1, 12)]
+    finally:  # the server is the module's: the other tests find no model there
+        registry.client.delete_registered_model(MODEL_NAME)
+
+
+class _FailsSearches(_Unavailable):
+    """A server that finds the experiment and then fails every other request: a search is what fails."""
+
+    def do_GET(self):  # noqa: N802 (the handler's name)
+        if "/experiments/get-by-name" not in self.path:
+            return super().do_GET()
+        body = b'{"experiment": {"experiment_id": "1", "name": "adlrec-profiles", "lifecycle_stage": "active"}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = _Unavailable.do_GET
+
+
+class _FailsDownloads(_FailsSearches):
+    """A server that finds the experiment and its one complete run, and then fails to send the run's profile.json."""
+
+    def do_POST(self):  # noqa: N802 (the handler's name)
+        if "/runs/search" not in self.path:
+            return super().do_POST()
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        run = {
+            "info": {
+                "run_id": "r1",
+                "experiment_id": "1",
+                "status": "FINISHED",
+                "artifact_uri": "mlflow-artifacts:/1/r1",
+            },
+            "data": {"tags": [{"key": "adlrec.complete", "value": "true"}]},
+        }
+        body = json.dumps({"runs": [run]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("handler", [_FailsSearches, _FailsDownloads], ids=["search", "download"])
+def test_a_request_that_fails_after_the_experiment_is_found_is_one_line(tmp_path, handler):
+    """Not a traceback, and not a run skipped as unreadable: the server failed, and the command says so."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        done = cli("profiles", "list", "--tracking-uri", uri, cwd=tmp_path, timeout=90)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(
+        f"adlrec: error: the MLflow server at {uri} (set by --tracking-uri) does not serve requests (too many 503 "
+    ), done.stderr
