@@ -49,6 +49,19 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         assert (kept["curve_source"], kept["predicted"]) == ("explicit", [1.0, 2.0, 3.0])
 
 
+def test_the_champion_is_looked_up_at_start_not_left_to_the_first_periodic_recompute(tmp_path):
+    """Before the service takes requests (docs/service.md): with no periodic recompute to follow the alias, the
+    first registration is still predicted by the champion."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), {"kind": "interp"}, registry, sources="t")
+    app = create_app(settings, start_scheduler=False)
+    with LiveServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        assert http.get("/model").json()["version"] == "1"
+        body = {"job_id": "start-a", "node": "start", "probe": PROBE, "max_workers": 6}
+        assert http.post("/jobs", json=body, headers=AUTH).json()["curve_source"] == "adlrec-throughput v1"
+
+
 def test_a_champion_whose_alias_or_model_is_removed_leaves_the_service_on_the_analytic_model(tmp_path):
     """No model, or no alias, is the registry's answer (not its absence): the service falls back and predicts the
     active jobs' curves again, analytically."""
@@ -115,7 +128,8 @@ def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until
 
         outcome = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
         registry.set_champion(outcome.version)  # a usable champion: the next refresh takes it
-        assert http.post("/model/refresh", headers=AUTH).json()["version"] == "2"
+        taken = http.post("/model/refresh", headers=AUTH).json()
+        assert (taken["version"], taken["note"]) == ("2", ""), taken  # the old champion's note goes with it
         assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
 
 
