@@ -133,6 +133,23 @@ def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until
         assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
 
 
+def test_a_champion_that_cannot_be_loaded_is_not_loaded_again_until_the_alias_moves(tmp_path):
+    """docs/service.md: that version is not tried again (each try downloads and unpickles it, at every tick)."""
+    from adlrec.service.predictor import Predictor
+
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    _unpicklable_champion(registry, curves, settings)
+    predictor = Predictor(settings.resolved_tracking_uri, settings.artifact_root)
+    assert predictor.refresh() is False and predictor.info.source == "analytic"
+    loads, load = [], predictor._registry.load
+    predictor._registry.load = lambda alias: loads.append(alias) or load(alias)
+    assert predictor.refresh() is False and loads == []  # still v1 @champion: not tried again
+    registry.set_champion(fit_and_register(curves, {"kind": "interp"}, registry, sources="test").version)
+    assert predictor.refresh() is True and loads == ["champion"] and predictor.info.version == "2"
+
+
 def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
     """A probe the API accepts (rates > 0) whose ratios underflowed made the learned model's math.log raise:
     POST /jobs was an HTTP 500."""
