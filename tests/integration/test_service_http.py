@@ -229,6 +229,7 @@ def test_a_node_no_plan_fits_says_why_until_one_does(service):
         ({"json": [1, 2]}, "expected a JSON object"),
         ({"content": b"[1]", "headers": {"content-type": "application/vnd.api+json"}}, "expected a JSON object"),
         ({}, "expected a JSON object sent with content-type application/json, got no content-type"),
+        ({"headers": {"content-type": "application/json"}}, "expected a JSON object, got nothing"),
     ],
 )
 def test_a_body_that_is_not_a_json_object_says_what_to_send(service, request_kwargs, message):
@@ -743,16 +744,31 @@ def test_without_a_token_writes_need_no_authorization(tmp_path):
         assert http.post("/jobs/open-a/finish").json()["status"] == "finished"
 
 
-def test_each_heartbeat_is_counted(service):
+def test_each_heartbeat_and_registration_is_counted(service):
     http, _ = service
 
-    def heartbeats() -> float:
-        lines = [ln for ln in http.get("/metrics").text.splitlines() if ln.startswith("adlrec_heartbeats_total ")]
+    def counter(name: str) -> float:
+        lines = [ln for ln in http.get("/metrics").text.splitlines() if ln.startswith(f"{name} ")]
         return float(lines[0].split()[1]) if lines else 0.0
 
+    def heartbeats() -> float:
+        return counter("adlrec_heartbeats_total")
+
+    def registrations() -> float:
+        return counter("adlrec_registrations_total")
+
+    before = heartbeats(), registrations()
     register(http, "hbc", "hbc-a", STEEP)
-    before = heartbeats()
     for body in ({}, {"throughput": 50.0, "workers": 1}):
         assert http.post("/jobs/hbc-a/heartbeat", json=body, headers=AUTH).status_code == 200
     assert http.post("/jobs/hbc-a/heartbeat", json={"throughput": 5.0}, headers=AUTH).status_code == 422  # not one
-    assert heartbeats() == before + 2
+    assert (heartbeats(), registrations()) == (before[0] + 2, before[1] + 1)
+
+
+def test_a_body_with_several_mistakes_hears_of_each(service):
+    http, _ = service
+    r = http.post("/jobs", json={"node": "many", "curve": [1.0, 2.0], "gpus": -1, "weight": -1.0}, headers=AUTH)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert "gpus: " in detail and "; weight: " in detail, detail
+    assert [e["field"] for e in r.json()["errors"]] == ["gpus", "weight"]
