@@ -150,6 +150,19 @@ def test_a_champion_that_cannot_be_loaded_is_not_loaded_again_until_the_alias_mo
     assert predictor.refresh() is True and loads == ["champion"] and predictor.info.version == "2"
 
 
+def test_with_no_champion_the_fallback_is_logged_once_not_at_every_tick(tmp_path, caplog):
+    import logging
+
+    from adlrec.service.predictor import Predictor
+
+    settings = service_settings(tmp_path)
+    predictor = Predictor(settings.resolved_tracking_uri, settings.artifact_root)
+    with caplog.at_level(logging.INFO, logger="adlrec.service"):
+        for _ in range(3):  # the start, then two periodic ticks
+            assert predictor.refresh() is False and predictor.info.source == "analytic"
+    assert sum("analytic fallback" in m for m in caplog.messages) == 1, caplog.messages
+
+
 def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):
     """A probe the API accepts (rates > 0) whose ratios underflowed made the learned model's math.log raise:
     POST /jobs was an HTTP 500."""
