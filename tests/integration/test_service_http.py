@@ -229,6 +229,7 @@ def test_a_node_no_plan_fits_says_why_until_one_does(service):
         ({"json": [1, 2]}, "expected a JSON object"),
         ({"content": b"[1]", "headers": {"content-type": "application/vnd.api+json"}}, "expected a JSON object"),
         ({}, "expected a JSON object sent with content-type application/json, got no content-type"),
+        ({"headers": {"content-type": "application/json"}}, "expected a JSON object, got nothing"),
     ],
 )
 def test_a_body_that_is_not_a_json_object_says_what_to_send(service, request_kwargs, message):
@@ -697,3 +698,77 @@ def test_health_says_the_version_the_store_and_the_policy(service):
         "store": "sqlite",
         "policy": "optimal",
     }
+
+
+def test_a_registration_with_neither_probe_nor_curve_hears_the_rule_itself(service):
+    http, _ = service
+    r = http.post("/jobs", json={"node": "v"}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"] == "invalid request: body: give exactly one of probe or curve"
+
+
+def test_a_probe_s_min_workers_may_reach_the_service_s_limit(service):
+    http, _ = service
+    job = register(http, "cap", "cap-min-edge", probe=PROBE, min_workers=32)  # no max_workers: the limit, 32
+    assert (job["min_workers"], job["max_workers"]) == (32, 32)
+    assert http.post("/jobs/cap-min-edge/finish", headers=AUTH).status_code == 200
+
+
+def test_jobs_registered_without_an_id_each_get_their_own(service):
+    http, _ = service
+    a = register(http, "anon", None, [1.0, 2.0])
+    b = register(http, "anon", None, [1.0, 2.0])
+    assert a["job_id"] != b["job_id"]
+    assert sorted(j["job_id"] for j in http.get("/jobs", params={"node": "anon"}).json()) == sorted(
+        [a["job_id"], b["job_id"]]
+    )
+
+
+@pytest.mark.parametrize("name", ["-lead", ".lead", "with space"])
+def test_a_node_name_a_job_could_not_register_on_is_a_422(service, name):
+    http, _ = service
+    r = http.put(f"/nodes/{name}", json={"cores": 2, "memory_mb": 100}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: name:"), r.text
+    assert all(n["name"] != name for n in http.get("/nodes").json())
+
+
+def test_without_a_token_writes_need_no_authorization(tmp_path):
+    """The default on loopback: no token configured, so a write without the header goes through (route and fast path)."""
+    settings = service_settings(tmp_path, service_token=None)
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        assert http.put("/nodes/open", json={"cores": 4, "memory_mb": 100}).status_code == 200
+        r = http.post("/jobs", json={"job_id": "open-a", "node": "open", "curve": STEEP})
+        assert r.status_code == 201, r.text
+        r = http.post("/jobs/open-a/heartbeat", json={"throughput": 50.0, "workers": 1})
+        assert r.status_code == 200 and r.json()["status"] == "active", r.text
+        assert http.post("/plans/recompute").status_code == 200
+        assert http.post("/jobs/open-a/finish").json()["status"] == "finished"
+
+
+def test_each_heartbeat_and_registration_is_counted(service):
+    http, _ = service
+
+    def counter(name: str) -> float:
+        lines = [ln for ln in http.get("/metrics").text.splitlines() if ln.startswith(f"{name} ")]
+        return float(lines[0].split()[1]) if lines else 0.0
+
+    def heartbeats() -> float:
+        return counter("adlrec_heartbeats_total")
+
+    def registrations() -> float:
+        return counter("adlrec_registrations_total")
+
+    before = heartbeats(), registrations()
+    register(http, "hbc", "hbc-a", STEEP)
+    for body in ({}, {"throughput": 50.0, "workers": 1}):
+        assert http.post("/jobs/hbc-a/heartbeat", json=body, headers=AUTH).status_code == 200
+    assert http.post("/jobs/hbc-a/heartbeat", json={"throughput": 5.0}, headers=AUTH).status_code == 422  # not one
+    assert (heartbeats(), registrations()) == (before[0] + 2, before[1] + 1)
+
+
+def test_a_body_with_several_mistakes_hears_of_each(service):
+    http, _ = service
+    r = http.post("/jobs", json={"node": "many", "curve": [1.0, 2.0], "gpus": -1, "weight": -1.0}, headers=AUTH)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert "gpus: " in detail and "; weight: " in detail, detail
+    assert [e["field"] for e in r.json()["errors"]] == ["gpus", "weight"]

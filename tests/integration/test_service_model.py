@@ -49,6 +49,19 @@ def test_registered_model_predicts_and_a_moved_alias_re_predicts_active_jobs(tmp
         assert (kept["curve_source"], kept["predicted"]) == ("explicit", [1.0, 2.0, 3.0])
 
 
+def test_the_champion_is_looked_up_at_start_not_left_to_the_first_periodic_recompute(tmp_path):
+    """Before the service takes requests (docs/service.md): with no periodic recompute to follow the alias, the
+    first registration is still predicted by the champion."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    fit_and_register(curves_from_profiles(synthetic_profiles(workloads=4)), {"kind": "interp"}, registry, sources="t")
+    app = create_app(settings, start_scheduler=False)
+    with LiveServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        assert http.get("/model").json()["version"] == "1"
+        body = {"job_id": "start-a", "node": "start", "probe": PROBE, "max_workers": 6}
+        assert http.post("/jobs", json=body, headers=AUTH).json()["curve_source"] == "adlrec-throughput v1"
+
+
 def test_a_champion_whose_alias_or_model_is_removed_leaves_the_service_on_the_analytic_model(tmp_path):
     """No model, or no alias, is the registry's answer (not its absence): the service falls back and predicts the
     active jobs' curves again, analytically."""
@@ -115,8 +128,39 @@ def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until
 
         outcome = fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
         registry.set_champion(outcome.version)  # a usable champion: the next refresh takes it
-        assert http.post("/model/refresh", headers=AUTH).json()["version"] == "2"
+        taken = http.post("/model/refresh", headers=AUTH).json()
+        assert (taken["version"], taken["note"]) == ("2", ""), taken  # the old champion's note goes with it
         assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
+
+
+def test_a_champion_that_cannot_be_loaded_is_not_loaded_again_until_the_alias_moves(tmp_path):
+    """docs/service.md: that version is not tried again (each try downloads and unpickles it, at every tick)."""
+    from adlrec.service.predictor import Predictor
+
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    _unpicklable_champion(registry, curves, settings)
+    predictor = Predictor(settings.resolved_tracking_uri, settings.artifact_root)
+    assert predictor.refresh() is False and predictor.info.source == "analytic"
+    loads, load = [], predictor._registry.load
+    predictor._registry.load = lambda alias: loads.append(alias) or load(alias)
+    assert predictor.refresh() is False and loads == []  # still v1 @champion: not tried again
+    registry.set_champion(fit_and_register(curves, {"kind": "interp"}, registry, sources="test").version)
+    assert predictor.refresh() is True and loads == ["champion"] and predictor.info.version == "2"
+
+
+def test_with_no_champion_the_fallback_is_logged_once_not_at_every_tick(tmp_path, caplog):
+    import logging
+
+    from adlrec.service.predictor import Predictor
+
+    settings = service_settings(tmp_path)
+    predictor = Predictor(settings.resolved_tracking_uri, settings.artifact_root)
+    with caplog.at_level(logging.INFO, logger="adlrec.service"):
+        for _ in range(3):  # the start, then two periodic ticks
+            assert predictor.refresh() is False and predictor.info.source == "analytic"
+    assert sum("analytic fallback" in m for m in caplog.messages) == 1, caplog.messages
 
 
 def test_a_probe_of_tiny_rates_registers_with_a_learned_champion(tmp_path):

@@ -183,6 +183,26 @@ def test_a_data_wait_share_first_reported_later_becomes_the_point_s_share(opened
     assert state.points("a") == [MeasuredPoint(2, 50.0, 2, 0.2)]
 
 
+def test_a_heartbeat_without_a_data_wait_share_keeps_the_point_s_share(opened):
+    state, store, _ = opened
+    state.register(spec("a"), DEFAULT)
+    state.beat("a", 40.0, 2, 0.4)
+    state.beat("a", 60.0, 2, None)  # no share this time: unknown, so the mean of the ones sent stays
+    assert state.points("a") == [MeasuredPoint(2, 50.0, 2, 0.4)]
+    state.flush()
+    assert store.points("a") == state.points("a")
+
+
+def test_measured_points_are_listed_by_worker_count_as_the_store_lists_them(opened):
+    state, store, _ = opened
+    state.register(spec("a"), DEFAULT)
+    for workers in (3, 1, 2):  # a job resized down, then up
+        state.beat("a", 10.0 * workers, workers, None)
+    assert [p.workers for p in state.points("a")] == [1, 2, 3]
+    state.flush()
+    assert store.points("a") == state.points("a")  # the same list before and after a restart
+
+
 def test_a_heartbeat_without_a_worker_count_keeps_the_one_last_reported(opened):
     state, store, _ = opened
     state.register(spec("a"), DEFAULT)
