@@ -238,64 +238,17 @@ def test_adlrec_serve_stopped_with_sigterm_exits_0_and_leaks_nothing(tmp_path):
     assert "leaked" not in err and "Traceback" not in err, err
 
 
-def _sigint_ignored(pid: int, sig: int = signal.SIGINT) -> bool:
+def _ignores(pid: int, sig: int) -> bool:
     with open(f"/proc/{pid}/status") as f:
         mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
     return bool(mask & (1 << (sig - 1)))
 
 
-def test_adlrec_serve_stopped_with_sigterm_to_its_process_group_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
-    """systemd stops a service by sending SIGTERM to its whole control group, and ``timeout`` to its process
-    group: the live-metrics writer and the recompute process died of it while the service shut down, the writer
-    with the samples it held (and the service logged 'writer died ... starting a new one')."""
-    import os
-    import re
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-    import psutil
-
-    from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
-
-    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
-    cmd = [sys.executable, "-m", "adlrec.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    try:
-        lines = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("Uvicorn running on" in x for x in lines):
-            lines.append(proc.stderr.readline())
-        port = int(re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", "".join(lines)).group(1))
-        url = f"http://127.0.0.1:{port}"
-        job = httpx.post(f"{url}/jobs", json={"job_id": "j", "node": "n", "curve": [1.0, 2.0]}).json()["job_id"]
-        httpx.post(f"{url}/jobs/{job}/heartbeat", json={"throughput": 42.0, "workers": 1}).raise_for_status()
-        kids = []
-        while time.monotonic() < deadline:  # both children past their first line: they ignore SIGTERM from there
-            kids = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
-            if len(kids) == 2 and all(_sigint_ignored(c.pid, signal.SIGTERM) for c in kids):
-                break
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGTERM)
-        err = "".join(lines) + proc.communicate(timeout=120)[1]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert len(kids) == 2, kids  # the live-metrics writer and the recompute process
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err and "writer died" not in err, err
-    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in kids)
-    client = LiveRuns(f"sqlite:///{tmp_path / 'mlflow.db'}").client
-    (run,) = client.search_runs([client.get_experiment_by_name(LIVE_EXPERIMENT).experiment_id])
-    assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [42.0]
-
-
-def test_adlrec_serve_stopped_with_ctrl_c_in_a_terminal_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
-    """A terminal's Ctrl-C goes to the whole foreground process group: the live-metrics writer and the recompute
-    process each printed a KeyboardInterrupt traceback and died, the writer with the samples it held.  Sent
-    right after start-up, while the children still import."""
+def _stop_serve_group(tmp_path, sig: int, children_ready) -> tuple[int, str, list, list[float]]:
+    """``adlrec serve`` in a process group of its own (as a shell's foreground job or a systemd unit has), a
+    job and a heartbeat of 42 samples/s, then ``sig`` to the whole group once ``children_ready(children)``.
+    Returns its exit code, its stderr, its two children (the live-metrics writer and the recompute process)
+    and the throughputs its writer logged to MLflow."""
     import os
     import re
     import subprocess
@@ -314,7 +267,7 @@ def test_adlrec_serve_stopped_with_ctrl_c_in_a_terminal_exits_0_and_its_writer_w
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        start_new_session=True,  # its own process group, as a shell gives a foreground job
+        start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal has it (see 7bcd746)
     )
     try:
@@ -326,21 +279,54 @@ def test_adlrec_serve_stopped_with_ctrl_c_in_a_terminal_exits_0_and_its_writer_w
         url = f"http://127.0.0.1:{port}"
         job = httpx.post(f"{url}/jobs", json={"job_id": "j", "node": "n", "curve": [1.0, 2.0]}).json()["job_id"]
         httpx.post(f"{url}/jobs/{job}/heartbeat", json={"throughput": 42.0, "workers": 1}).raise_for_status()
-        # at once, while the children still start (their imports take seconds): they ignore SIGINT from exec on
-        kids = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
-        ignoring = [_sigint_ignored(c.pid) for c in kids]
-        os.killpg(proc.pid, signal.SIGINT)
+        kids = []
+        while time.monotonic() < deadline:
+            kids = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+            if children_ready(kids):
+                break
+            time.sleep(0.05)
+        os.killpg(proc.pid, sig)
         err = "".join(lines) + proc.communicate(timeout=120)[1]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "writer died" not in err, err
-    assert ignoring == [True, True]  # the live-metrics writer and the recompute process
     client = LiveRuns(f"sqlite:///{tmp_path / 'mlflow.db'}").client
     (run,) = client.search_runs([client.get_experiment_by_name(LIVE_EXPERIMENT).experiment_id])
-    assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [42.0]
+    return proc.returncode, err, kids, [m.value for m in client.get_metric_history(run.info.run_id, "throughput")]
+
+
+def test_adlrec_serve_stopped_with_sigterm_to_its_process_group_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
+    """systemd stops a service by sending SIGTERM to its whole control group, and ``timeout`` to its process
+    group: the live-metrics writer and the recompute process died of it while the service shut down, the writer
+    with the samples it held (and the service logged 'writer died ... starting a new one')."""
+    import psutil
+
+    # once both children are past their first line, from which they ignore SIGTERM
+    ready = lambda kids: len(kids) == 2 and all(_ignores(c.pid, signal.SIGTERM) for c in kids)  # noqa: E731
+    rc, err, kids, logged = _stop_serve_group(tmp_path, signal.SIGTERM, ready)
+    assert len(kids) == 2, kids  # the live-metrics writer and the recompute process
+    assert rc == 0, err
+    assert "Traceback" not in err and "writer died" not in err, err
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in kids)
+    assert logged == [42.0]
+
+
+def test_adlrec_serve_stopped_with_ctrl_c_in_a_terminal_exits_0_and_its_writer_writes_what_it_holds(tmp_path):
+    """A terminal's Ctrl-C goes to the whole foreground process group: the live-metrics writer and the recompute
+    process each printed a KeyboardInterrupt traceback and died, the writer with the samples it held.  Sent
+    right after start-up, while the children still import."""
+    ignoring = []
+
+    def ready(kids) -> bool:  # at once: they ignore SIGINT from exec on
+        ignoring.extend(_ignores(c.pid, signal.SIGINT) for c in kids)
+        return True
+
+    rc, err, _, logged = _stop_serve_group(tmp_path, signal.SIGINT, ready)
+    assert rc == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "writer died" not in err, err
+    assert ignoring == [True, True]  # the live-metrics writer and the recompute process
+    assert logged == [42.0]
 
 
 def test_adlrec_serve_on_a_taken_port_or_a_foreign_host_is_one_line_before_start_up(tmp_path, capsys):
