@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from adlrec.cli.common import seconds, settings_from, store_args, tcp_port
+from adlrec.cli.common import seconds, settings_from, store_args, store_source, tcp_port
 
 __all__ = ["add_commands"]
 
@@ -49,5 +49,5 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         service_interval_s=args.interval,
         service_ttl_s=args.ttl,
     )
-    serve(settings)
+    serve(settings, store_source(args))
     return 0

@@ -76,17 +76,19 @@ def check_listen(settings: Settings) -> None:
         ) from None
 
 
-def check_tracking(settings: Settings) -> None:
+def check_tracking(settings: Settings, origin: str = "") -> None:
     """Raise UsageError when the tracking URI names no store MLflow can open (a folder, an unknown
-    scheme, a missing driver).  A store that is merely away is not checked here: the model falls back
-    to the analytic one and the live writer retries."""
+    scheme, a missing driver), naming ``origin``, the flag or variable that chose it, when known.  A store
+    that is merely away is not checked here: the model falls back to the analytic one and the live writer
+    retries."""
     from adlrec.tracking import Tracker
 
-    Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root)
+    Tracker(settings.resolved_tracking_uri, settings.experiment, settings.artifact_root, origin)
 
 
-def serve(settings: Settings) -> None:
-    """Start uvicorn in the foreground until interrupted."""
+def serve(settings: Settings, origin: str = "") -> None:
+    """Start uvicorn in the foreground until interrupted.  ``origin``: what chose the tracking store, for a
+    refusal to name (``adlrec.cli.common.store_source``)."""
     import uvicorn
 
     from adlrec.service.app import create_app
@@ -95,7 +97,7 @@ def serve(settings: Settings) -> None:
     line = check_bind(settings)
     check_listen(settings)
     check_store_url(settings.resolved_store_url)  # before the MLflow store is made, and before any log line
-    check_tracking(settings)
+    check_tracking(settings, origin)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO
     log.warning(line) if settings.service_token is None else log.info(line)

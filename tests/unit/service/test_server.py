@@ -204,6 +204,7 @@ def test_adlrec_serve_refuses_a_tracking_uri_mlflow_cannot_open(tmp_path, capsys
     assert main(["serve", "--port", "0", "--tracking-uri", str(tmp_path / "mlruns"), "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "a folder is MLflow's file store, which MLflow 3 no longer serves; expected sqlite:///" in err
+    assert err.rstrip().endswith("(set by --tracking-uri)")  # the flag that chose it, not every way one could
     assert not (tmp_path / "service.db").exists()  # refused before the job store was opened
 
 
