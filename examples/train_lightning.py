@@ -97,6 +97,10 @@ def main() -> int:
             raise ValueError(f"--devices must be a whole number >= 1, got {args.devices}")
         if args.epochs < 1:  # Lightning's max_epochs=-1 trains without end, 0 trains nothing
             raise ValueError(f"--epochs must be a whole number >= 1, got {args.epochs}")
+        if args.workers < 0:
+            raise ValueError(f"--workers must be a whole number >= 0, got {args.workers}")
+        if not args.interval > 0:  # NaN too
+            raise ValueError(f"--interval must be a number of seconds > 0, got {args.interval}")
         if args.workers > MAX_WORKERS:  # the service would refuse the registration, and the job train unplanned
             raise ValueError(
                 f"--workers must be at most {MAX_WORKERS}, the most the service plans for a loader, got {args.workers}"

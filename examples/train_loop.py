@@ -94,12 +94,16 @@ def node_probe(job, device, settings, rank: int, world: int) -> dict:
     return next(features for n, features in everyone if n == node and features is not None)
 
 
-def check_counts(epochs: int, workers: int, *, service: bool) -> None:
-    """``--epochs`` and ``--workers`` as the run can use them: an epoch count below 1 trained nothing and said
-    0 samples/s; a worker count past the service's bound (256) was refused at registration, after the probe,
-    and the job trained unplanned."""
+def check_counts(epochs: int, workers: int, interval: float, *, service: bool) -> None:
+    """``--epochs``, ``--workers`` and ``--interval`` as the run can use them, each named as the user typed it:
+    an epoch count below 1 trained nothing and said 0 samples/s; a worker count past the service's bound (256)
+    was refused at registration, after the probe, and the job trained unplanned."""
     if epochs < 1:
         raise ValueError(f"--epochs must be a whole number >= 1, got {epochs}")
+    if workers < 0:
+        raise ValueError(f"--workers must be a whole number >= 0, got {workers}")
+    if not interval > 0:  # NaN too
+        raise ValueError(f"--interval must be a number of seconds > 0, got {interval}")
     if service and workers > MAX_WORKERS:
         raise ValueError(
             f"--workers must be at most {MAX_WORKERS}, the most the service plans for a loader, got {workers} "
@@ -132,7 +136,7 @@ def main() -> int:
     logging.getLogger("adlrec").setLevel(logging.INFO)
 
     try:  # a mistake in the arguments or the model.py: one line, before anything starts
-        check_counts(args.epochs, args.workers, service=not args.no_service)
+        check_counts(args.epochs, args.workers, args.interval, service=not args.no_service)
         try:
             settings = load_settings()
         except ValidationError as exc:  # a bad ADLREC_* variable: one line, not pydantic's several

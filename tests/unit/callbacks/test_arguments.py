@@ -200,16 +200,15 @@ def test_the_default_node_is_the_host_name_made_a_valid_node_name(monkeypatch, h
     ("args", "says"),
     [
         (["nonexist.py"], "nonexist.py: no such file"),
-        (["{tiny}", "--workers", "-1"], "num_workers must be a whole number >= 0, got -1"),
+        # named as typed: they said num_workers and ADLLoop's interval_s
+        (["{tiny}", "--workers", "-1"], "--workers must be a whole number >= 0, got -1"),
         # 0 trained nothing and said 0 samples/s; under Lightning -1 trained without end
         (["{tiny}", "--epochs", "0"], "--epochs must be a whole number >= 1, got 0"),
         (["{tiny}", "--epochs", "-1"], "--epochs must be a whole number >= 1, got -1"),
         # the service refused the registration (422) after the probe, and the job trained unplanned
         (["{tiny}", "--workers", "257"], "--workers must be at most 256, the most the service plans for a loader"),
-        (
-            ["{tiny}", "--interval", "0"],
-            "interval_s must be a finite number of seconds > 0 (at most 9223372036), got 0.0",
-        ),
+        (["{tiny}", "--interval", "0"], "--interval must be a number of seconds > 0, got 0.0"),
+        (["{tiny}", "--interval", "nan"], "--interval must be a number of seconds > 0, got nan"),
     ],
 )
 def test_the_example_scripts_say_a_mistake_in_one_line(tmp_path, tiny_job_path, script, args, says):
