@@ -325,6 +325,13 @@ def _read_profiles(files: list[Path]) -> list[tuple[Path, Profile]]:
     return profiles
 
 
+def _imported_before(logged: int) -> str:
+    return (
+        f"the {count(logged, 'file')} before it {'was' if logged == 1 else 'were'} imported, and the same command "
+        "again imports the rest (those already stored are skipped)"
+    )
+
+
 def _import(profiles: list[tuple[Path, Profile]], settings: Settings, tracker: Tracker) -> int:
     from adlrec.errors import TrackingError
     from adlrec.profile.library import measured_at, profile_key
@@ -345,10 +352,10 @@ def _import(profiles: list[tuple[Path, Profile]], settings: Settings, tracker: T
         try:
             stored[key] = tracker.log_profile(p)
         except TrackingError as exc:
-            raise TrackingError(
-                f"{f}: {exc}; the {logged} files before it were imported, and the same command again "
-                "imports the rest (those already stored are skipped)"
-            ) from exc
+            raise TrackingError(f"{f}: {exc}; {_imported_before(logged)}") from exc
+        except KeyboardInterrupt:  # the command's own line says only that the unfinished one was not logged
+            print(f"adlrec: interrupted while importing {f}; {_imported_before(logged)}", file=sys.stderr)
+            raise
         logged += 1
         print(f"{f}: logged as run {stored[key]} ({p.workload} on {p.device.title}; {p.hardware.summary})")
     print(

@@ -343,3 +343,28 @@ def test_a_run_whose_profile_json_cannot_be_read_is_named_and_the_others_still_r
     assert skipped == [w.removeprefix("adlrec: warning: skipped ") for w in warnings]
     with pytest.raises(TrackingError, match=f"^run {damaged}: its profile.json is no profile: .* \\(in {uri}\\)$"):
         tracker.profiles()
+
+
+def test_an_import_stopped_with_ctrl_c_says_which_files_were_imported(tmp_path, capsys):
+    """The command's own line said only 'nothing was logged for the unfinished work': not that the files before
+    it stay imported, nor how to import the rest."""
+    from dataclasses import replace
+
+    from adlrec.cli.profile import _import
+    from adlrec.config import load_settings
+
+    class StoppedAtTheSecond(Tracker):  # the real store; the user presses Ctrl-C while the second is logged
+        def log_profile(self, profile):
+            if profile.workload == "second":
+                raise KeyboardInterrupt
+            return super().log_profile(profile)
+
+    files = [(tmp_path / f"{w}.json", replace(make_profile(), workload=w)) for w in ("first", "second", "third")]
+    tracker = StoppedAtTheSecond(f"sqlite:///{tmp_path / 'm.db'}", "adlrec-profiles", tmp_path / "artifacts")
+    with pytest.raises(KeyboardInterrupt):
+        _import(files, load_settings(data_dir=tmp_path), tracker)
+    assert capsys.readouterr().err == (
+        f"adlrec: interrupted while importing {files[1][0]}; the 1 file before it was imported, and the same "
+        "command again imports the rest (those already stored are skipped)\n"
+    )
+    assert [r.profile.workload for r in tracker.profiles()] == ["first"]
