@@ -298,7 +298,6 @@ def test_adlrec_serve_refuses_another_programs_database_and_leaves_it_byte_for_b
     assert main(["serve", "--port", "0", "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 2
     assert capsys.readouterr().err == (
         f"adlrec: error: tracking store {uri!r}: {path} is not an MLflow store but another program's SQLite "
-        "database (tables accounts, notes, tags); expected a new file or an MLflow store (set by "
-        "--tracking-uri or MLFLOW_TRACKING_URI, else --data-dir or ADLREC_DATA_DIR)\n"
+        "database (tables accounts, notes, tags); expected a new file or an MLflow store (set by --tracking-uri)\n"
     )
     assert path.read_bytes() == content and not (tmp_path / "d" / "service.db").exists()
