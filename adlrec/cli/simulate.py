@@ -186,10 +186,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 raise UsageError(
                     f"{flag} names where --log-mlflow logs the comparison; without --log-mlflow nothing is logged"
                 )
-    names = list(dict.fromkeys(n.strip() for n in args.policy.split(",") if n.strip()))  # each once, in order
+    given = [n.strip() for n in args.policy.split(",")]
+    if "" in given:
+        raise UsageError(
+            f"--policy {args.policy!r} has an empty name; expected comma-separated names from "
+            f"{', '.join(sorted(POLICIES))}"
+        )
+    names = list(dict.fromkeys(given))  # each once, in order
     unknown = [n for n in names if n not in POLICIES]
-    if unknown or not names:
-        raise UsageError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(POLICIES))}")
+    if unknown:
+        raise UsageError(f"unknown policy {', '.join(unknown)}; choose from {', '.join(sorted(POLICIES))}")
     if args.cores < args.gpus:
         raise UsageError(
             f"--cores {args.cores} is fewer than --gpus {args.gpus}: every GPU's training process needs a core; "

@@ -59,7 +59,10 @@ def test_malformed_trace_exits_2_with_one_line(tmp_path, profiles, capsys):
         (["--profiles", "nowhere"], "profiles folder nowhere not found"),
         (["--gpus", "1"], "the node has 1 GPU,"),
         (["--gpus", "2", "--cores", "1"], "--cores 1 is fewer than --gpus 2"),
-        (["--policy", " , "], "unknown policy (none); choose from even, fixed, greedy, maxmin, optimal, proportional"),
+        (["--policy", " , "], "--policy ' , ' has an empty name; expected comma-separated names from even, fixed,"),
+        # an empty name was dropped: 'even,,optimal' ran two policies where a third was meant
+        (["--policy", "even,,optimal"], "--policy 'even,,optimal' has an empty name; expected comma-separated names"),
+        (["--policy", ""], "--policy '' has an empty name; expected comma-separated names from even, fixed, greedy"),
         # each was ignored, and the comparison a user meant to log went nowhere
         (["--tracking-uri", "sqlite:///x.db"], "--tracking-uri names where --log-mlflow logs the comparison; without"),
         (["--experiment", "mine"], "--experiment names where --log-mlflow logs the comparison; without --log-mlflow"),
