@@ -123,8 +123,7 @@ def _get(
             body = None
         detail = body.get("detail") if isinstance(body, dict) else None
         if not isinstance(detail, str):  # another program's page (a web server's HTML 404), or its JSON
-            first = next((line.strip() for line in r.text.splitlines() if line.strip()), "")
-            detail = f"not an adlrec service's answer ({first[:80]!r}...): is --url its address?"
+            detail = f"not an adlrec service's answer ({_opening(r.text)}): is --url its address?"
         one_line = " ".join(detail.split())
         raise ServiceError(f"the service at {base} answered GET {path} with {r.status_code}: {one_line[:300]}")
     try:
@@ -217,3 +216,13 @@ def _job_row(j: dict[str, Any], plan: dict[str, Any] | None, now: float) -> list
         f"{max(0.0, now - j['last_seen']):,.0f} s ago",
         why,
     ]
+
+
+def _opening(text: str, width: int = 80) -> str:
+    """The first non-blank line of an answer, quoted, with "..." only where more of it was left out."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "an empty body"
+    first = lines[0]
+    more = len(first) > width or len(lines) > 1
+    return f"{first[:width]!r}{'...' if more else ''}"

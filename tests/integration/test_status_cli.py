@@ -181,7 +181,10 @@ class _OtherWebServer(http.server.BaseHTTPRequestHandler):
         # the page's every line was printed
         (_OtherWebServer.answer, "not an adlrec service's answer ('<!DOCTYPE HTML>'...): is --url its address?"),
         # .get on a list: AttributeError, a traceback
-        (b"[1, 2]", "not an adlrec service's answer ('[1, 2]'...): is --url its address?"),
+        (b"[1, 2]", "not an adlrec service's answer ('[1, 2]'): is --url its address?"),
+        # "..." after a whole answer said more was left out
+        (b"  \n", "not an adlrec service's answer (an empty body): is --url its address?"),
+        (b"x" * 100, f"not an adlrec service's answer ('{'x' * 80}'...): is --url its address?"),
         (b'{"detail": "no\\n such\\tthing"}', "no such thing"),
     ],
 )
