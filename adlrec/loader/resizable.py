@@ -366,8 +366,8 @@ class ResizableLoader:
     order whatever the worker counts, resizes included.  ``len()`` is the epoch's batch count and never
     changes mid-epoch.  ``sampler.set_epoch(e)`` (or :meth:`set_epoch`) picks the epoch, as Lightning
     does each epoch; without it each ``iter()`` starts the next epoch, as a shuffling ``DataLoader``
-    draws a new order each pass (unless the last ``iter()`` yielded no batch: an unused ``iter()``, as
-    Lightning's check that a loader is iterable, uses up no epoch and starts no worker).  Call
+    draws a new order each pass (unless the last ``iter()`` neither yielded a batch nor ran to its end: an
+    ``iter()`` alone, as Lightning's check that a loader is iterable, uses up no epoch and starts no worker).  Call
     :meth:`close` (or use ``with``) to stop the workers of an epoch left unfinished.  Iterate from one
     thread; another thread may call :meth:`request_resize`.
 
@@ -481,7 +481,8 @@ class ResizableLoader:
         self._epoch = -1  # the epoch last started
         self._consumed = 0  # batches of that epoch handed to the loop
         self._finished = True  # whether that epoch was served to its end
-        self._yielded = False  # whether that epoch was used: it handed the loop a batch, or was resumed at its end
+        # whether that epoch was used: it handed the loop a batch, ran to its end, or was resumed at its end
+        self._yielded = False
         self._epoch_start = 0  # the position that epoch began at (after a load_state_dict, not 0)
         self._opening = False  # the live epoch's pools start with its first batch
         self._loop_thread: int | None = None  # the thread that iterates the live epoch
@@ -585,6 +586,7 @@ class ResizableLoader:
             self._open_epoch()
         pools, position = self._pools, self._consumed
         if pools.schedule is None or position >= len(self._batches):
+            self._yielded = True  # run to its end: used, even an epoch of no batch (drop_last), as a DataLoader's
             self._end_epoch()
             raise StopIteration
         try:
@@ -686,15 +688,15 @@ class ResizableLoader:
     def _start_epoch(self) -> None:
         """Begin an epoch: its order and batches.  Its workers start with its first batch (:meth:`_open_epoch`).
 
-        Without ``set_epoch``, the epoch after the last one started, unless that one yielded no batch:
-        an ``iter()`` nobody took a batch from (Lightning's check that the loader is iterable) does not
+        Without ``set_epoch``, the epoch after the last one started, unless that one neither yielded a batch
+        nor ran to its end: an ``iter()`` nobody took a batch from (Lightning's check that the loader is iterable) does not
         use up an epoch's order, as it starts no worker.
         """
         self._abandon()
         self._generation += 1
         self._loop_thread = threading.get_ident()
         self.sampler.adopt_own_epoch()  # sampler.set_epoch(e) on the caller's own sampler picks the epoch too
-        # the last epoch again, from where it began, if nothing used it (no batch, not resumed at its end)
+        # the last epoch again, from where it began, if nothing used it (no batch, not run or resumed to its end)
         again = not self.sampler.epoch_set and not self._yielded and self._epoch >= 0
         if self.sampler.epoch_set:
             epoch = self.sampler.epoch

@@ -44,6 +44,20 @@ def test_epochs_advance_per_iter_like_a_shuffling_dataloader_and_set_epoch_picks
     assert flat(loader) == passes[0]
 
 
+def test_an_empty_epoch_run_to_its_end_is_used_up_like_any_other():
+    """drop_last with fewer samples than a batch: each pass yields nothing, and a pass run to its end starts
+    the next epoch, as a full one does.  It replayed epoch 0 while state_dict said epoch 1."""
+    loader = ResizableLoader(Indices(3), batch_size=4, drop_last=True, shuffle=True, seed=2)
+    assert len(loader) == 0
+    seen = []
+    for _ in range(3):
+        assert flat(loader) == []
+        seen.append((loader.sampler.epoch, loader.state_dict()["epoch"]))
+    assert seen == [(0, 1), (1, 2), (2, 3)]
+    iter(loader)  # an unused iter(), as Lightning's check that a loader is iterable, uses up no epoch
+    assert flat(loader) == [] and loader.sampler.epoch == 3
+
+
 def test_len_is_the_epochs_batch_count_and_does_not_change_mid_epoch():
     loader = ResizableLoader(Indices(10), batch_size=3, drop_last=True)
     assert len(loader) == 3
