@@ -53,18 +53,47 @@ const clock = (epochS) => {
 const has = (map, id) => map != null && Object.hasOwn(map, id);
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const mb = (x) => (x >= 1024 ? `${num(x / 1024)} GB` : `${x} MB`);
-// A job's colour is a function of its id alone, the same on every refresh and reload (given in the order jobs
-// were first seen, it changed when a reload saw another job first).  FNV-1a, mixed again at the end so that ids
-// differing in a last character land far apart (a plain hash modulo 360 gave j0 and j57 one colour), picks the
-// hue, and other bits of it one of three lightnesses, so that two jobs whose hues come close still differ.
-const colour = (id) => {
+// A job's colour: one of PALETTE's, which differ to the eye (the greatest least CIELAB distance, 32, of 12 taken
+// from Paul Tol's, Tableau's and Kelly's palettes, none near the bar's greys).  Colours drawn from a hash of the id
+// as hues (hsl) gave two jobs of one node greens 28 degrees apart that looked the same.  A job keeps its colour
+// for as long as the page is open; a job new to the page takes its id's colour (FNV-1a, mixed again at the end
+// so that ids differing in a last character land far apart) unless another job of its node has it, then the next
+// free one.  Jobs are given colours in the order they registered, ended ones named by the plans read included, so
+// a reload gives each the same colour unless a job registered before it has left the plans read (given in the
+// order they were first drawn, a reload that drew another job first swapped colours).
+const PALETTE = ["#4477aa", "#dcd300", "#be0032", "#117733", "#f38400", "#654522", "#aa4499", "#ff9da7", "#ddcc77",
+  "#332288", "#44aa99", "#66ccee"];
+const given = new Map(); // job id -> colour
+const hashOf = (id) => {
   let x = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) x = Math.imul(x ^ id.charCodeAt(i), 0x01000193);
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  x = (x ^ (x >>> 16)) >>> 0;
-  return `hsl(${x % 360} 60% ${[50, 38, 62][Math.floor(x / 360) % 3]}%)`;
+  return (x ^ (x >>> 16)) >>> 0;
 };
+const colour = (id) => given.get(id) ?? PALETTE[hashOf(id) % PALETTE.length];
+
+// Give each job of each node a colour its node's other jobs lack (while there are colours enough): the active
+// jobs, and those named by the current plans and the plan history, taken in the order they were first known.
+function giveColours(jobs, plans) {
+  const byNode = new Map(); // node -> Map(job id -> when it registered, or its first plan's time)
+  const note = (node, id, when) => {
+    const ids = byNode.get(node) ?? byNode.set(node, new Map()).get(node);
+    if (!ids.has(id) || when < ids.get(id)) ids.set(id, when);
+  };
+  for (const j of jobs) note(j.node, j.job_id, j.registered_at);
+  for (const p of plans) for (const id of Object.keys(p.workers)) note(p.node, id, p.created_at);
+  for (const ids of byNode.values()) {
+    const queue = [...ids].sort(([a, t], [b, u]) => t - u || (a < b ? -1 : a > b ? 1 : 0)).map(([id]) => id);
+    const taken = new Set(queue.filter((id) => given.has(id)).map((id) => given.get(id)));
+    for (const id of queue.filter((id) => !given.has(id))) {
+      const first = hashOf(id) % PALETTE.length;
+      const c = PALETTE.map((_, k) => PALETTE[(first + k) % PALETTE.length]).find((c) => !taken.has(c)) ?? PALETTE[first];
+      given.set(id, c);
+      taken.add(c);
+    }
+  }
+}
 
 // -- the API -------------------------------------------------------------------------------------
 async function get(path, absent = [404]) {
@@ -152,6 +181,7 @@ async function refresh() {
         : null;
     if (mine < drawn) return;
     drawn = mine;
+    giveColours(jobs, [...current, ...(nodeHistory ? nodeHistory.plans : []), ...(page ? page.plans : [])]);
     renderStatus(health, model);
     keepFocus(() => {
       const today = new Date().toDateString(); // past midnight, times of yesterday get their date

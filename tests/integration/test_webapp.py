@@ -269,7 +269,7 @@ def test_jobs_get_colours_of_their_own_and_the_refresh_is_at_most_a_day(service,
 
 
 def test_two_jobs_whose_hues_nearly_match_still_differ_in_lightness(service, browser):
-    # j7 and j9 hash to hues 1 degree apart (191, 190): the hash's other bits give them two lightnesses
+    # j7 and j9 hashed to hues 1 degree apart (191, 190) when a job's colour was a hue of its id's hash
     srv, http = service
     for job_id in ("j7", "j9"):
         register(http, "gpu-hue", job_id, STEEP)
@@ -282,6 +282,73 @@ def test_two_jobs_whose_hues_nearly_match_still_differ_in_lightness(service, bro
     )
     distance = sum((a - b) ** 2 for a, b in zip(*rgb, strict=True)) ** 0.5
     assert distance > 30, rgb  # one lightness: about 3 apart, the same colour to the eye
+
+
+def _lab(rgb):
+    """CIELAB of an sRGB colour (D65): a distance of about 2.3 is the least the eye tells apart."""
+
+    def linear(u):
+        u /= 255
+        return ((u + 0.055) / 1.055) ** 2.4 if u > 0.04045 else u / 12.92
+
+    r, g, b = map(linear, rgb)
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)  # fmt: skip
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def _swatch_rgb(browser, ids):
+    return browser.execute_script(
+        """return arguments[0].map(id => getComputedStyle(document.querySelector(`tr[data-job="${id}"] .swatch`))
+             .backgroundColor.match(/\\d+/g).slice(0, 3).map(Number));""",
+        ids,
+    )
+
+
+def test_the_jobs_of_a_node_get_colours_that_differ_to_the_eye(service, browser):
+    # hues of a hash of the id gave demo-image and demo-audio greens 28 degrees apart (139, 111), one lightness:
+    # two jobs of one node's bar, the same colour to the eye
+    srv, http = service
+    ids = ["demo-text", "demo-image", "demo-audio", *(f"j{i}" for i in range(9))]
+    for job_id in ids:
+        register(http, "gpu-eye", job_id, STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=3600")
+    wait_for(browser, lambda d: set(ids) <= set(rows(d)), "the twelve jobs")
+    labs = dict(zip(ids, map(_lab, _swatch_rgb(browser, ids)), strict=True))
+    closest = min(
+        (sum((x - y) ** 2 for x, y in zip(labs[a], labs[b], strict=True)) ** 0.5, a, b)
+        for i, a in enumerate(ids)
+        for b in ids[i + 1 :]
+    )
+    assert closest[0] > 25, closest
+
+
+def test_a_job_keeps_its_colour_while_the_page_is_open_and_a_newcomer_takes_a_free_one(service, browser):
+    # j1 and j2 draw the same colour from their ids: the one registered first keeps it, the other takes the next
+    srv, http = service
+    register(http, "gpu-keep", "j2", STEEP)
+    recompute(http)
+    browser.get(f"{srv.url}/ui/?refresh=1")
+    wait_for(browser, lambda d: "j2" in rows(d), "the first job")
+    first = swatch_of(browser, "j2")
+    register(http, "gpu-keep", "j1", STEEP)
+    recompute(http)
+    wait_for(browser, lambda d: "j1" in rows(d), "the newcomer")
+    assert swatch_of(browser, "j2") == first
+    second = swatch_of(browser, "j1")
+    assert second != first
+    browser.refresh()  # a reload: given again in the order the jobs registered
+    wait_for(browser, lambda d: {"j1", "j2"} <= set(rows(d)), "both jobs after the reload")
+    assert (swatch_of(browser, "j2"), swatch_of(browser, "j1")) == (first, second)
+    assert http.post("/jobs/j2/finish", headers=AUTH).status_code == 200
+    recompute(http)
+    wait_for(browser, lambda d: "j2" not in rows(d), "the first job's end")
+    assert swatch_of(browser, "j1") == second  # the colour j2 left free is not taken from under the eye
+    browser.refresh()  # nor at a reload: the plans read still name j2, registered first
+    wait_for(browser, lambda d: "j1" in rows(d), "the job after the reload")
+    assert swatch_of(browser, "j1") == second
 
 
 def test_a_stopped_service_is_reported_and_the_last_view_kept(tmp_path, browser):
