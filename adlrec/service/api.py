@@ -123,8 +123,8 @@ class NodeOut(BaseModel):
     plan_id: int | None
     problem: str | None = Field(
         default=None,
-        description="why the last recompute made no plan for the node; until one fits, a job keeps what "
-        "its last plan gave it, a new job what it asked for",
+        description="why no plan fits the node at the last recompute (its jobs' main processes and minimum "
+        "workers need more than it has); until one does, its plan gives every job its minimum workers",
     )
 
     @classmethod

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adlrec.allocate import POLICIES, InfeasibleRequest, lockstep_curve
-from adlrec.schemas import AllocationRequest, JobDemand
+from adlrec.allocate.common import build_plan
+from adlrec.schemas import AllocationPlan, AllocationRequest, JobDemand
 from adlrec.service.records import JobRecord, NodeInfo, NodeOutcome, PlanRecord, Snapshot
 
-__all__ = ["compute_plans", "effective_curve", "job_demand", "node_request"]
+__all__ = ["compute_plans", "effective_curve", "job_demand", "minimum_plan", "node_request"]
 
 
 def effective_curve(predicted: tuple[float, ...], measured: Mapping[int, float]) -> tuple[float, ...]:
@@ -69,7 +70,9 @@ def compute_plans(snapshot: Snapshot, policy: str, objective: str, threshold: fl
 
     A plan is marked ``changed`` when its worker counts (or its set of jobs) differ from the node's
     current plan, so a steady node does not grow its history and clients apply each plan once.
-    A node whose last job left gets an empty plan, which releases its workers.
+    A node whose last job left gets an empty plan, which releases its workers.  A node no plan fits (its
+    main processes and minimum workers need more cores or memory than it has) gets :func:`minimum_plan`, and
+    its outcome says why in ``error``.
     """
     run = POLICIES[policy]
     by_node: dict[str, list[JobRecord]] = {}
@@ -85,11 +88,22 @@ def compute_plans(snapshot: Snapshot, policy: str, objective: str, threshold: fl
         except ValueError as exc:  # a record the allocator refuses: report it, keep the other nodes going
             out.append(NodeOutcome(name, None, None, changed=False, error=str(exc)))
             continue
+        error = ""
         try:
             plan = run(request)
         except InfeasibleRequest as exc:
-            out.append(NodeOutcome(name, request, None, changed=False, error=str(exc)))
-            continue
+            error = str(exc)
+            plan = minimum_plan(request)
         changed = latest is None or latest.plan.workers != plan.workers
-        out.append(NodeOutcome(name, request, plan, changed=changed))
+        out.append(NodeOutcome(name, request, plan, changed=changed, error=error))
     return out
+
+
+def minimum_plan(request: AllocationRequest) -> AllocationPlan:
+    """Every job at its minimum workers: the least a node no plan fits can be asked for (the node's
+    ``problem`` says why none fits).
+
+    Keeping the node's last plan instead left a job that came since it (the one that made the node overfull)
+    with the workers its script asked for, 8 say: the oversubscription at its worst."""
+    note = "no plan fits the node, so every job gets its minimum"
+    return build_plan(request, "minimum", [j.min_workers for j in request.jobs], [note] * len(request.jobs))

@@ -119,10 +119,12 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class NodeOutcome:
-    """The recompute's answer for one node: a new plan to store, or why not."""
+    """The recompute's answer for one node: a new plan to store, or why not; and why no plan fits, if none does."""
 
     node: str
     request: AllocationRequest | None
-    plan: AllocationPlan | None  # None: infeasible, or nothing changed
+    plan: AllocationPlan | None  # None: the node's jobs could not be made a request
     changed: bool  # the plan's worker counts differ from the node's current plan (store it)
-    error: str = ""  # why no plan could be made (e.g. the minimum workers do not fit)
+    # why no plan fits (the minimum workers do not: ``plan`` is then every job at its minimum), or why the node's
+    # jobs could not be made a request
+    error: str = ""

@@ -199,7 +199,16 @@ def test_a_node_no_plan_fits_says_why_until_one_does(service):
     http.post("/plans/recompute", headers=AUTH)
     node = http.get("/nodes/small").json()
     assert node["problem"] == "2 cores cannot hold the jobs' 3 main processes and 0 minimum workers", node
-    assert node["plan_id"] is None and [n["problem"] for n in http.get("/nodes").json() if n["name"] == "small"]
+    assert [n["problem"] for n in http.get("/nodes").json() if n["name"] == "small"] == [node["problem"]]
+    # every job at its minimum until a plan fits: sm-c, the newcomer that overfilled the node, too
+    plan = http.get("/nodes/small/plan").json()
+    assert (plan["plan_id"], plan["policy"], plan["workers"]) == (
+        node["plan_id"],
+        "minimum",
+        dict.fromkeys(["sm-a", "sm-b", "sm-c"], 0),
+    )
+    assigned = http.get("/jobs/sm-c").json()["assignment"]
+    assert (assigned["workers"], assigned["plan_id"]) == (0, node["plan_id"]), assigned
     http.post("/jobs/sm-c/finish", headers=AUTH)
     http.post("/plans/recompute", headers=AUTH)
     node = http.get("/nodes/small").json()

@@ -240,15 +240,21 @@ def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
     browser.get(f"{srv.url}/ui/?refresh=1#job/nosuchjob")
     wait_for(browser, lambda d: "knows no job nosuchjob" in (text(d, "#job-detail") or ""), "the unknown job")
 
-    # a job no plan holds (two main processes on a 1-core node: no plan fits); the page said "null" there
+    # a job no plan holds yet (the page said "null" there)
     assert http.put("/nodes/tiny", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
     register(http, "tiny", "orphan", RISING)
-    register(http, "tiny", "orphan2", RISING)
-    recompute(http)
     browser.get(f"{srv.url}/ui/?refresh=1#job/orphan")
     wait_for(browser, lambda d: text(d, "#job-title") == "Job orphan" and text(d, "#job .why"), "the job's page")
     assert text(browser, "#job .why") == "not in a plan yet"
     assert "null" not in text(browser, "#job-detail")
+    # two main processes on a 1-core node: no plan fits, and every job gets its minimum (it kept no plan at all)
+    register(http, "tiny", "orphan2", RISING)
+    recompute(http)
+    wait_for(browser, lambda d: "minimum" in (text(d, "#job .why") or ""), "the minimum plan")
+    assert (
+        text(browser, "#job .why")
+        == "why: 0 workers, 10% of its peak; no plan fits the node, so every job gets its minimum"
+    )
     # and its node's card says why no plan fits (it said so only in the service's log)
     assert text(browser, '[data-node="tiny"] .problem') == (
         "no plan fits: 1 core cannot hold the jobs' 2 main processes and 0 minimum workers"

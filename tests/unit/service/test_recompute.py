@@ -78,8 +78,25 @@ def test_an_infeasible_node_reports_why_and_the_others_still_get_plans():
         jobs=(job("a", min_workers=3), job("b", node="n2")),
     )
     bad, good = compute_plans(snap, "greedy", "busy_gpus", 0.0)
-    assert bad.plan is None and not bad.changed and "minimum workers" in bad.error
+    assert bad.error == "2 cores cannot hold the jobs' 1 main process and 3 minimum workers"
+    # the least it can be asked for: every job at its minimum (it kept its last plan, which a newcomer was not in)
+    assert bad.changed and (bad.plan.policy, bad.plan.workers, bad.plan.cores_used) == ("minimum", {"a": 3}, 4)
+    assert bad.plan.reasons["a"] == "3 workers, 100% of its peak; no plan fits the node, so every job gets its minimum"
     assert good.changed and good.plan.workers == {"b": 3}  # greedy stops at the peak
+
+
+def test_a_newcomer_that_overfills_a_node_gets_its_minimum_as_every_job_does_and_once():
+    # 2 cores; a planned at 1 worker; b and c came since: 3 main processes.  Keeping the last plan left b and c
+    # with the 8 workers their scripts asked for, and a with its 1
+    tight = NodeInfo("n1", 2, 10_000)
+    jobs = (job("a", reported=1), job("b", requested_workers=8), job("c", requested_workers=8, min_workers=1))
+    snap = Snapshot(nodes={"n1": tight}, jobs=jobs, latest={"n1": plan_record(1, "n1", {"a": 1})})
+    (out,) = compute_plans(snap, "optimal", "busy_gpus", 0.1)
+    assert out.error == "2 cores cannot hold the jobs' 3 main processes and 1 minimum worker"
+    assert out.changed and out.plan.workers == {"a": 0, "b": 0, "c": 1} and out.plan.cores_used == 4
+    again = Snapshot(nodes=snap.nodes, jobs=jobs, latest={"n1": plan_record(2, "n1", out.plan.workers)})
+    (steady,) = compute_plans(again, "optimal", "busy_gpus", 0.1)
+    assert not steady.changed and steady.error == out.error  # stored once; the problem still said
 
 
 def test_a_job_of_ranks_is_planned_whole_from_one_ranks_curve_measurements_and_bounds():

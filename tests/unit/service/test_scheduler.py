@@ -32,18 +32,20 @@ def test_recompute_expires_plans_and_counts(tmp_path):
     rec.state.register(JobSpec("b", "n2", (1.0, 5.0, 9.0), "explicit"), NodeInfo("d", 4, 1000))
     for job in ("f1", "f2", "f3", "f4", "f5"):  # 5 main processes on 4 cores: no plan fits
         rec.state.register(JobSpec(job, "full", (1.0, 2.0), "explicit"), NodeInfo("d", 4, 1000))
-    plan, _ = rec.recompute("test")
+    full, plan, _ = rec.recompute("test")  # by node name
     assert plan.plan.workers == {"a": 2} and rec.recompute("test") == []
-    assert rec.metrics.value("adlrec_plans_stored_total") == 2  # one per node whose plan changed
+    assert (full.node, full.plan.policy, set(full.plan.workers.values())) == ("full", "minimum", {0})
+    assert rec.metrics.value("adlrec_plans_stored_total") == 3  # one per node whose plan changed
     assert rec.metrics.value("adlrec_infeasible_total") == 2  # "full", at each of the two recomputes
     assert "cannot hold the jobs' 5 main processes" in rec.state.problem("full")
     assert rec.metrics.value("adlrec_recompute_seconds_last") > 0
     clock.advance(61)
-    empty, _ = rec.recompute("test")
+    released, empty, _ = rec.recompute("test")
     assert empty.plan.workers == {} and empty.plan_id > plan.plan_id
+    assert (released.node, released.plan.workers) == ("full", {})  # its last job gone: a plan fits again
     assert rec.metrics.value("adlrec_recomputes_total", trigger="test") == 3
     assert rec.metrics.value("adlrec_jobs_expired_total") == 7
-    assert rec.metrics.value("adlrec_plans_stored_total") == 4
+    assert rec.metrics.value("adlrec_plans_stored_total") == 6
     assert store.job("a").status == "expired"  # the recompute flushed the expiry
     store.close()
 
