@@ -111,7 +111,10 @@ class Recomputer:
             for o in outcomes:
                 if o.error:
                     self.metrics.inc("adlrec_infeasible_total")
-                    log.warning("node %s: no plan: %s", o.node, o.error)
+                    if o.plan is None:  # its jobs could not be made a request
+                        log.warning("node %s: no plan: %s", o.node, o.error)
+                    else:
+                        log.warning("node %s: no plan fits (%s): every job gets its minimum workers", o.node, o.error)
             self.state.set_problems({o.node: o.error for o in outcomes if o.error})  # GET /nodes shows them
             stored = self.store.add_plans(outcomes)
             self.state.plans_stored(stored)

@@ -25,14 +25,19 @@ def runner(tmp_path, clock=None):
     return Recomputer(state, predictor, CONFIG, Metrics()), store
 
 
-def test_recompute_expires_plans_and_counts(tmp_path):
+def test_recompute_expires_plans_and_counts(tmp_path, caplog):
     clock = ManualClock()
     rec, store = runner(tmp_path, clock)
     rec.state.register(JobSpec("a", "n1", (1.0, 5.0, 9.0), "explicit"), NodeInfo("d", 4, 1000))
     rec.state.register(JobSpec("b", "n2", (1.0, 5.0, 9.0), "explicit"), NodeInfo("d", 4, 1000))
     for job in ("f1", "f2", "f3", "f4", "f5"):  # 5 main processes on 4 cores: no plan fits
         rec.state.register(JobSpec(job, "full", (1.0, 2.0), "explicit"), NodeInfo("d", 4, 1000))
-    full, plan, _ = rec.recompute("test")  # by node name
+    with caplog.at_level(logging.WARNING, logger="adlrec.service"):
+        full, plan, _ = rec.recompute("test")  # by node name
+    assert caplog.messages == [
+        "node full: no plan fits (4 cores cannot hold the jobs' 5 main processes and 0 minimum workers): "
+        "every job gets its minimum workers"
+    ]
     assert plan.plan.workers == {"a": 2} and rec.recompute("test") == []
     assert (full.node, full.plan.policy, set(full.plan.workers.values())) == ("full", "minimum", {0})
     assert rec.metrics.value("adlrec_plans_stored_total") == 3  # one per node whose plan changed
