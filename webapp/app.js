@@ -578,7 +578,8 @@ function historyChart(plans) {
       s("text", { class: "tick", x: m.l - 6, y: y(0) + 4, "text-anchor": "end" }, 0),
       bars,
       s("text", { class: "tick", x: m.l, y: H - 10 }, `#${first.plan_id} ${clock(first.created_at)}`),
-      s("text", { class: "tick", x: W - m.r, y: H - 10, "text-anchor": "end" }, `#${last.plan_id} ${clock(last.created_at)}`),
+      // one plan: its label once (it was written at both ends)
+      last === first ? null : s("text", { class: "tick", x: W - m.r, y: H - 10, "text-anchor": "end" }, `#${last.plan_id} ${clock(last.created_at)}`),
     ),
     h("p", { class: "legend" }, `${state.chartNode}: workers per job, one column per plan · `,
       ids.map((id) => h("span", { class: "key" }, h("span", { class: "swatch", style: `background:${colour(id)}` }), id))),

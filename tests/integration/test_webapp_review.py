@@ -361,7 +361,9 @@ def test_the_numbers_a_user_reads_are_rounded_and_in_their_units(service, browse
     # the history: objective to three decimals, the cores used, and the chart's top the most workers of a plan
     history = texts(browser, f"#history-table tr[data-plan='{plan['plan_id']}'] td")
     assert history[4:6] == ["1.95", str(plan["cores_used"])], history
-    assert texts(browser, "#history-chart svg text.tick")[0] == str(sum(plan["workers"].values()))
+    ticks = texts(browser, "#history-chart svg text.tick")
+    assert ticks[0] == str(sum(plan["workers"].values()))
+    assert ticks[1] == "0" and len(ticks) == 3 and ticks[2].startswith(f"#{plan['plan_id']} "), ticks  # one plan, once
 
     # the job's measured point: its row, and on the chart where 42.46 samples/s at 2 workers is
     assert texts(browser, "#job table.points tbody td") == ["2", "42.5", as_shown(job["predicted"][2]), "1", "13%"]
