@@ -380,3 +380,11 @@ def test_a_worker_that_exits_during_the_window_is_left_out_of_the_memory():
             c.join()
     assert m.usage.workers_seen == 1
     assert m.usage.worker_uss_mb == pytest.approx(alive.uss / 2**20, rel=0.25)
+
+
+def test_with_no_warmup_the_window_starts_before_its_first_batch():
+    # 0.25 s steps, a 1 s budget, no warm-up: the window is the first 4 steps, 1 s; its first step is timed from
+    # the window's start, not counted though it ran before the clock that ends the window started
+    clock = FakeClock()
+    m = measure(**_steady(clock, 0.25), budget_s=1.0, rse_target=0.05, min_batches=1000, warmup_s=0, warmup_batches=0)
+    assert (m.batches, m.seconds, clock.t - 100.0) == (4, 1.0, 1.0)
