@@ -159,14 +159,14 @@ def measure(
             ) from None
         except JobContractError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in the job's code is its error, not adlrec's exit
             raise JobContractError(f"{what} raised {describe_error(exc)}") from exc
         got = clock()
         try:
             step(batch)
         except JobContractError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise JobContractError(f"the training step raised {describe_error(exc)}") from exc
         now = clock()
         durations.append(now - last)

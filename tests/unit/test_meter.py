@@ -388,3 +388,20 @@ def test_with_no_warmup_the_window_starts_before_its_first_batch():
     clock = FakeClock()
     m = measure(**_steady(clock, 0.25), budget_s=1.0, rse_target=0.05, min_batches=1000, warmup_s=0, warmup_batches=0)
     assert (m.batches, m.seconds, clock.t - 100.0) == (4, 1.0, 1.0)
+
+
+def test_sys_exit_in_the_source_or_the_step_is_a_contract_error_not_an_exit():
+    """A job's sys.exit() (exit(0) too) is its error, named in one line: adlrec must not end silently with its code."""
+
+    def exiting_source():
+        yield 1
+        raise SystemExit(0)
+
+    def exiting_step(b):
+        raise SystemExit("no GPU memory left")
+
+    args = dict(batch_size=1, budget_s=1, rse_target=0.05, min_batches=2, warmup_s=0, warmup_batches=0)
+    with pytest.raises(JobContractError, match="^the dataset raised SystemExit: 0$"):
+        measure(exiting_source(), lambda b: None, **args)
+    with pytest.raises(JobContractError, match="^the training step raised SystemExit: no GPU memory left$"):
+        measure(itertools.count(), exiting_step, **args)
