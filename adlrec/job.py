@@ -166,7 +166,7 @@ class Job:
             return fn(*args)
         except JobContractError:
             raise
-        except Exception as exc:  # the user's code failed: one line, not a traceback
+        except (Exception, SystemExit) as exc:  # the user's code failed (sys.exit() too): one line, not a traceback
             call = what if what.endswith(")") else f"{what}()"
             raise JobContractError(f"{self.path.name}: {call} raised {type(exc).__name__}: {_first_line(exc)}") from exc
 

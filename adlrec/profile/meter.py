@@ -140,6 +140,16 @@ def measure(
     warm_deadline = last + max(warmup_s, 0.0) + budget_s  # warm-up may not take forever either
 
     while True:
+        if start is None:
+            # checked before each batch is drawn, so the window's clock starts before its first batch (with no
+            # warm-up, before the first batch of all) and the window holds only batches timed inside it
+            start = warmup_end(durations, warmup_batches, warmup_s)
+            if start is None and last > warm_deadline:
+                start = len(durations)  # the source is too slow to warm up in time: measure anyway
+            if start is not None:
+                procs = tree.workers()
+                cpu0 = tree.cpu_seconds(procs)
+                t_window0 = last
         try:
             batch = next(batches)
         except StopIteration:  # an endless source ended: a StopIteration raised in the job's code
@@ -149,14 +159,14 @@ def measure(
             ) from None
         except JobContractError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in the job's code is its error, not adlrec's exit
             raise JobContractError(f"{what} raised {describe_error(exc)}") from exc
         got = clock()
         try:
             step(batch)
         except JobContractError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise JobContractError(f"the training step raised {describe_error(exc)}") from exc
         now = clock()
         durations.append(now - last)
@@ -164,13 +174,6 @@ def measure(
         last = now
 
         if start is None:
-            start = warmup_end(durations, warmup_batches, warmup_s)
-            if start is None and now > warm_deadline:
-                start = len(durations)  # the source is too slow to warm up in time: measure anyway
-            if start is not None:
-                procs = tree.workers()
-                cpu0 = tree.cpu_seconds(procs)
-                t_window0 = now
             continue
 
         window = durations[start:]
@@ -183,8 +186,8 @@ def measure(
             if est.stable(rse_target, min_batches) or elapsed >= budget_s:
                 break
 
-    window = durations[start or 0 :] if start is not None else durations
-    win_waits = waits[start or 0 :] if start is not None else waits
+    assert start is not None  # the loop ends only inside a window
+    window, win_waits = durations[start:], waits[start:]
     est = estimate_rate(window, [batch_size] * len(window), GROUPS)
     cpu1 = tree.cpu_seconds(procs)
     if not mem_sampled:

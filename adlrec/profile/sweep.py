@@ -80,7 +80,7 @@ class JobBench:
     def _first_batch(self) -> object:
         try:
             return next(iter(self._loader(0)))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in __getitem__ too: a line, not adlrec's silent exit
             raise JobContractError(f"{self.job.path.name}: the dataset raised {describe_error(exc)}") from exc
 
     def _check_picklable(self) -> None:

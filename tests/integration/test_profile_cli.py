@@ -122,6 +122,23 @@ BAD_JOBS = {
         def loss_fn(o, t): return o.sum()
         """
     ),
+    # sys.exit() in the job's code, even exit(0): an error named in one line, not adlrec ending silently with 0
+    "exiting_dataset": textwrap.dedent(
+        """
+        import sys
+        import torch
+        from torch.utils.data import Dataset
+        PARAMS = {"batch_size": 2}
+        class Bad(Dataset):
+            def __len__(self): return 8
+            def __getitem__(self, i): sys.exit(0)
+        def build_dataset(cfg): return Bad()
+        def build_model(cfg): return torch.nn.Linear(1, 1)
+        def loss_fn(o, t): return o.sum()
+        """
+    ),
+    "exiting_build": "import sys\nPARAMS = {'batch_size': 2}\ndef build_dataset(cfg): sys.exit(0)\n"
+    "def build_model(cfg): pass\ndef loss_fn(o, t): pass\n",
 }
 
 

@@ -88,3 +88,46 @@ def test_a_batch_that_is_not_an_input_target_pair_is_named(tiny_job_path, tmp_pa
     step = make_step(job, DeviceSpec("cpu"))
     with pytest.raises(JobContractError, match=f"^tiny_job.py: batches must be \\(input, target\\) pairs; got {what}$"):
         step(batch)
+
+
+@pytest.mark.parametrize("text", ["emulate", "emulate:", "emulate:abc", "emulate20"])
+def test_an_emulated_device_without_a_step_time_says_how_to_write_one(text):
+    with pytest.raises(UsageError) as info:
+        parse_device(text, cuda_available=False)
+    assert str(info.value) == (
+        f"--device '{text}': expected emulate:MS with MS a step time in milliseconds, 0 < MS < 60000, e.g. emulate:20"
+    )
+
+
+MODEL_IN_EVAL = """
+import torch
+PARAMS = {"batch_size": 4}
+def build_dataset(cfg): return torch.utils.data.TensorDataset(torch.rand(8, 3), torch.zeros(8, dtype=torch.long))
+def build_model(cfg): return torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Dropout(0.5)).eval()
+def loss_fn(o, t): return torch.nn.functional.cross_entropy(o, t)
+"""
+
+
+def test_the_step_trains_a_model_built_in_eval_mode(tmp_path):
+    # a build_model that returns a pretrained model put in eval mode: the profiled step is a training step
+    (tmp_path / "model.py").write_text(MODEL_IN_EVAL)
+    step = make_step(load_job(tmp_path / "model.py", data_dir=tmp_path), DeviceSpec("cpu"))
+    assert step.model.training and all(m.training for m in step.model.modules())
+
+
+def test_each_step_starts_from_zero_gradients(tiny_job_path, tmp_path):
+    """Two steps on one batch: the second's gradients are those of one backward pass at the weights it started
+    from, not the sum of both passes'."""
+    import copy
+
+    import torch
+
+    job = load_job(tiny_job_path, data_dir=tmp_path)
+    step = make_step(job, DeviceSpec("cpu"))
+    batch = (torch.rand(8, 16), torch.randint(0, 2, (8,)))
+    step(batch)
+    before = copy.deepcopy(step.model)  # the weights the second step starts from
+    step(batch)
+    job.loss_fn(before(batch[0]), batch[1]).backward()
+    for got, expected in zip(step.model.parameters(), before.parameters(), strict=True):
+        assert torch.allclose(got.grad, expected.grad)

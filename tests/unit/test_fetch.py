@@ -98,3 +98,17 @@ def test_the_cold_read_starts_from_files_out_of_the_page_cache_and_reads_them_wh
     assert [_resident_bytes(f) for f in files] == [0, 0]
     _read_all(files)
     assert [_resident_bytes(f) for f in files] == [3 * 2**20] * 2
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="/proc/self/io counts the bytes a process reads")
+def test_the_sampled_files_are_read_twice_once_cold_once_cached(tmp_path):
+    # rchar: bytes this process read through read(2); reading the files twice is what both figures rest on
+    files = twenty_files_of_10_kb(tmp_path)
+
+    def read_bytes() -> int:
+        return int(dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())["rchar"])
+
+    before = read_bytes()
+    measure_fetch(files, samples=20)
+    read = read_bytes() - before
+    assert 2 * 200_000 <= read < 3 * 200_000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import socket
 from pathlib import Path
 
 import psutil
@@ -19,6 +20,7 @@ def test_this_machine_is_described_by_its_cores_memory_cpu_and_torch():
     assert hw.memory_gb == round(psutil.virtual_memory().total / 2**30, 1)  # GiB, to 0.1
     assert hw.torch_version == torch.__version__
     assert hw.platform == f"{platform.system()} {platform.release()} {platform.machine()}"
+    assert hw.hostname == socket.gethostname()  # kept with every profile, though not in its fingerprint
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():  # Linux: the first "model name" line, without its label
         names = [line for line in cpuinfo.read_text().splitlines() if line.lower().startswith("model name")]

@@ -314,3 +314,94 @@ def test_the_error_is_the_batch_means_error_of_the_window_after_the_warmup():
     expected = estimate_rate([0.125, 0.25] * 8, [4] * 16, groups=10)
     assert (m.batches, m.seconds, m.rate) == (16, 3.0, expected.rate)
     assert m.rse == pytest.approx(expected.rse) and m.rse > 0.01 and not m.stable
+
+
+def test_a_warmup_longer_than_the_budget_is_waited_out_in_full():
+    # 0.125 s steps: 2 s of warm-up are 16 of them, though the 1 s budget would be spent after 8
+    clock = FakeClock()
+    drawn = []
+    source = (drawn.append(i) or i for i in itertools.count())
+    m = measure(
+        source,
+        lambda b: clock.advance(0.125),
+        clock=clock,
+        batch_size=1,
+        budget_s=1.0,
+        rse_target=0.05,
+        min_batches=1000,
+        warmup_s=2.0,
+        warmup_batches=1,
+    )
+    assert (m.batches, m.seconds) == (8, 1.0)
+    assert len(drawn) == 16 + 8
+
+
+def test_a_window_that_stops_at_a_min_batches_below_10_is_stable():
+    # min_batches 5: five steady steps meet the target, the window stops there, and the point is not flagged
+    clock = FakeClock()
+    m = measure(**_steady(clock, 0.125), budget_s=10.0, rse_target=0.05, min_batches=5, warmup_s=0, warmup_batches=1)
+    assert (m.batches, m.rse) == (5, 0.0)
+    assert m.stable
+
+
+def test_a_worker_that_exits_during_the_window_is_left_out_of_the_memory():
+    """Two real children stand in for workers; one is gone before the memory is read: the mean is the other's."""
+    fork = multiprocessing.get_context("fork")
+    ready = [fork.Event() for _ in range(2)]
+    children = [fork.Process(target=_idle, args=(r,)) for r in ready]
+    for c in children:
+        c.start()
+    assert all(r.wait(30) for r in ready)
+    steps = itertools.count()
+
+    def step(_):
+        if next(steps) == 2:  # the window's first step (after 2 warm-up ones): the worker list is taken
+            children[0].kill()
+            children[0].join()
+        clock.advance(0.125)
+
+    try:
+        clock = FakeClock()
+        m = measure(
+            itertools.count(),
+            step,
+            clock=clock,
+            batch_size=1,
+            budget_s=1.0,
+            rse_target=0.05,
+            min_batches=20,
+            warmup_s=0,
+            warmup_batches=2,
+        )
+        alive = psutil.Process(children[1].pid).memory_full_info()
+    finally:
+        for c in children:
+            c.kill()
+            c.join()
+    assert m.usage.workers_seen == 1
+    assert m.usage.worker_uss_mb == pytest.approx(alive.uss / 2**20, rel=0.25)
+
+
+def test_with_no_warmup_the_window_starts_before_its_first_batch():
+    # 0.25 s steps, a 1 s budget, no warm-up: the window is the first 4 steps, 1 s; its first step is timed from
+    # the window's start, not counted though it ran before the clock that ends the window started
+    clock = FakeClock()
+    m = measure(**_steady(clock, 0.25), budget_s=1.0, rse_target=0.05, min_batches=1000, warmup_s=0, warmup_batches=0)
+    assert (m.batches, m.seconds, clock.t - 100.0) == (4, 1.0, 1.0)
+
+
+def test_sys_exit_in_the_source_or_the_step_is_a_contract_error_not_an_exit():
+    """A job's sys.exit() (exit(0) too) is its error, named in one line: adlrec must not end silently with its code."""
+
+    def exiting_source():
+        yield 1
+        raise SystemExit(0)
+
+    def exiting_step(b):
+        raise SystemExit("no GPU memory left")
+
+    args = dict(batch_size=1, budget_s=1, rse_target=0.05, min_batches=2, warmup_s=0, warmup_batches=0)
+    with pytest.raises(JobContractError, match="^the dataset raised SystemExit: 0$"):
+        measure(exiting_source(), lambda b: None, **args)
+    with pytest.raises(JobContractError, match="^the training step raised SystemExit: no GPU memory left$"):
+        measure(itertools.count(), exiting_step, **args)

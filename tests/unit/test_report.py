@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from adlrec.profile.report import best_line, curve_csv, profile_table
+from adlrec.profile.report import best_line, curve_csv, plot_curve, profile_table
 from adlrec.schemas import DeviceSpec
 from tests.factories import make_profile
 
@@ -100,3 +100,13 @@ def test_the_line_under_the_table_names_the_best_and_the_fewest_workers_that_rea
     )
     assert best_line(make_profile((10.0, 20.0, 15.0))) == "best: 1 worker, 20.0 samples/s"  # none fewer reach it
     assert best_line(make_profile((2_000.0, 1_500.0))) == "best: 0 workers, 2,000.0 samples/s"
+
+
+def test_the_plot_is_written_and_its_figure_closed(tmp_path):
+    """Every logged run draws one: a figure left open per run would pile up in a process that logs many."""
+    import matplotlib.pyplot as plt
+
+    open_before = plt.get_fignums()
+    path = plot_curve(make_profile(), tmp_path / "curve.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plt.get_fignums() == open_before

@@ -148,3 +148,16 @@ def test_batches_a_clock_too_coarse_to_time_have_no_rate_and_no_error():
     est = estimate_rate([0.0, 0.0, 0.0], [8, 8, 8])
     assert (est.rate, est.batches, est.seconds) == (0.0, 3, 0.0)
     assert math.isinf(est.rse) and not est.stable(0.5, 1)
+
+
+def test_a_move_within_the_second_measurements_error_is_not_drift():
+    # the end ceiling measured to 20%: |ln 0.7| = 0.36 is inside 3 combined errors (0.60), though 3 of the
+    # first one's alone (0.04) would call it drift
+    assert drift(100.0, 0.01, 70.0, 0.2, 0.05) is None
+    assert drift(100.0, 0.2, 70.0, 0.01, 0.05) is None
+
+
+def test_a_move_of_exactly_the_limit_is_not_beyond_it():
+    # a doubling whose log ratio is the floor itself: drift is a move *beyond* the limit
+    assert drift(1.0, 0.0, 2.0, 0.0, math.log(2.0)) is None
+    assert drift(1.0, 0.0, 2.0, 0.0, math.log(2.0) * 0.999) == pytest.approx(1.0)
