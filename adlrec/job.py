@@ -38,7 +38,7 @@ from typing import Any
 from adlrec.errors import JobContractError, first_line
 from adlrec.folders import undone_on_failure
 
-__all__ = ["Job", "JobConfig", "check_job_file", "load_job", "parse_param_overrides"]
+__all__ = ["Job", "JobConfig", "check_job_file", "load_job", "param_key_problem", "parse_param_overrides"]
 
 _REQUIRED_CALLABLES = ("build_dataset", "build_model", "loss_fn")
 _OPTIONAL_CALLABLES = ("build_optimizer", "collate_fn", "raw_files")
@@ -307,23 +307,27 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
-def _check_loggable(file: str, key: str) -> None:
-    """Refuse a parameter name MLflow would refuse to log (see ``_MLFLOW_NAME``), naming it and the rule."""
+def param_key_problem(key: str) -> str:
+    """Why MLflow would refuse ``key`` as a profile's parameter (logged as ``param.<key>``), or ``""``: the key
+    named and the rule (see ``_MLFLOW_NAME``)."""
     name = PARAM_PREFIX + key
     if not _MLFLOW_NAME.match(name):
-        raise JobContractError(
-            f"{file}: PARAMS key {key!r} cannot be logged to MLflow: a name may only contain {_MLFLOW_NAME_CHARS}"
-        )
+        return f"{key!r} cannot be logged to MLflow: a name may only contain {_MLFLOW_NAME_CHARS}"
     if posixpath.normpath(name) != name:
-        raise JobContractError(
-            f"{file}: PARAMS key {key!r} cannot be logged to MLflow: a name must be a plain path "
+        return (
+            f"{key!r} cannot be logged to MLflow: a name must be a plain path "
             "(no empty, '.' or '..' parts, no trailing '/')"
         )
     if len(name) > _MLFLOW_KEY_MAX:
-        raise JobContractError(
-            f"{file}: PARAMS key {key[:40]!r}... is {len(key)} characters; MLflow allows at most "
-            f"{_MLFLOW_KEY_MAX - len(PARAM_PREFIX)}"
-        )
+        return f"{key[:40]!r}... is {len(key)} characters; MLflow allows at most {_MLFLOW_KEY_MAX - len(PARAM_PREFIX)}"
+    return ""
+
+
+def _check_loggable(file: str, key: str) -> None:
+    """Refuse a parameter name MLflow would refuse to log, naming it and the rule."""
+    problem = param_key_problem(key)
+    if problem:
+        raise JobContractError(f"{file}: PARAMS key {problem}")
 
 
 def _convert(file: str, key: str, raw: str, default: Any) -> Any:

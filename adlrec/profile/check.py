@@ -18,6 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from adlrec.job import param_key_problem
 from adlrec.profile.library import measured_at
 from adlrec.schemas import Profile
 
@@ -81,6 +82,10 @@ def profile_problem(p: Profile) -> str:
         return "batch_size >= 1, budget_s > 0 and 0 < rse_target < 1 expected"
     if p.hardware.logical_cores < 1:
         return f"hardware logical_cores {p.hardware.logical_cores}: expected a whole number >= 1"
+    for key in p.params:  # a file written by hand: MLflow refused such a key at import, after its run began
+        problem = param_key_problem(key)
+        if problem:
+            return f"params key {problem}"
     if not p.points:
         return "the profile has no points; expected one per worker count"
     workers = [q.workers for q in p.points]

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from adlrec.job import _MLFLOW_NAME_CHARS
 from adlrec.profile.check import read_profile
 from adlrec.schemas import DeviceSpec
 from tests.factories import make_profile
@@ -158,6 +159,20 @@ def test_a_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
             "profile.params.lr: expected a finite number (JSON has no NaN or Infinity), got nan",
         ),
         (_point(worker_uss_mb=-1.0), "profile.points[0].worker_uss_mb (workers=0): expected a number >= 0, got -1.0"),
+        # a key MLflow refuses, in a file edited by hand: `profiles import` failed in MLflow, every time
+        (
+            _doc(params={"batch_size": 8, "a+b": 1}),
+            "params key 'a+b' cannot be logged to MLflow: a name may only contain " + _MLFLOW_NAME_CHARS,
+        ),
+        (
+            _doc(params={"batch_size": 8, "x/../y": 1}),
+            "params key 'x/../y' cannot be logged to MLflow: a name must be a plain path (no empty, '.' or '..' parts, "
+            "no trailing '/')",
+        ),
+        (
+            _doc(params={"batch_size": 8, "k" * 300: 1}),
+            f"params key {'k' * 40!r}... is 300 characters; MLflow allows at most 244",
+        ),
         (
             _doc(device={"kind": "emulate", "step_ms": 1e300}),
             "an emulated device needs 0 < step_ms <= 86400000 (a day), got 1e+300",
