@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 
+from _args import at_least
 from rich.console import Console
 from rich.table import Table
 
@@ -62,6 +63,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args()
+    at_least(ap, args, repeats=1)
     rng = random.Random(0)
     node_jobs = jobs_for(rng, 64, 128, "j")
     loose = AllocationRequest(cores=128, memory_mb=512 * 1024, jobs=node_jobs, threshold=0.05)

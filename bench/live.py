@@ -24,8 +24,12 @@ import time
 from pathlib import Path
 
 import httpx
+from _args import at_least
 from rich.console import Console
 from rich.table import Table
+
+from adlrec.errors import UsageError
+from adlrec.profile.device import parse_device
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ("image", "text", "audio")
@@ -85,6 +89,11 @@ def main() -> int:
         "--main-cores", type=int, default=0, help="cores each training process needs (0: an emulated step sleeps)"
     )
     args = ap.parse_args()
+    at_least(ap, args, epochs=1, cores=1, main_cores=0)
+    try:  # train_loop.py would say so too, but only once the first phase has started
+        parse_device(args.device)
+    except UsageError as exc:
+        ap.error(str(exc))
 
     even_workers = max(0, args.cores - len(JOBS) * args.main_cores) // len(JOBS)
     with tempfile.TemporaryDirectory(prefix="adlrec-live-") as tmp:

@@ -26,6 +26,7 @@ import threading
 import time
 
 import torch
+from _args import above, at_least
 from torch.utils.data import Dataset
 
 import adlrec.loader.resizable as resizable
@@ -113,6 +114,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="the first trial's seed; trial k uses seed + k")
     parser.add_argument("--timeout-s", type=float, default=60.0)
     args = parser.parse_args()
+    at_least(parser, args, trials=1)
+    above(parser, args, timeout_s=0)
     resizable.AUTO_ZYGOTE_GB = 0.0  # fork_server=None: the default as in a large training process
     for seed in range(args.seed, args.seed + args.trials):
         line = trial(seed, args.timeout_s)

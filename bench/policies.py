@@ -34,6 +34,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from _args import at_least
 from rich.console import Console
 from rich.table import Table
 
@@ -169,6 +170,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=40)
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))
     args = ap.parse_args()
+    at_least(ap, args, jobs=1)
     console = Console(width=150)
     files, catalog = profile_files(args.profiles), profile_catalog(args.profiles)
     names = [n for n, _ in trace_profiles(files)]

@@ -21,6 +21,7 @@ from rich.table import Table
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
+from adlrec.errors import AdlrecError  # noqa: E402
 from adlrec.predict.evaluate import cross_validate  # noqa: E402
 from adlrec.predict.fit import gather_curves  # noqa: E402
 from adlrec.predict.models import LearnedModel  # noqa: E402
@@ -36,7 +37,11 @@ def main() -> int:
     if args.tracking_uri:
         from adlrec.tracking import Tracker
 
-        tracker = Tracker(args.tracking_uri, "adlrec-profiles")
+        try:
+            tracker = Tracker(args.tracking_uri, "adlrec-profiles")
+        except AdlrecError as exc:  # a store it cannot open: one line, not MLflow's traceback
+            print(f"predict_accuracy.py: error: {exc}", file=sys.stderr)
+            return 2
     curves = gather_curves(args.profiles, tracker)
     if len({c.group for c in curves}) < 2:
         print(f"need curves of at least 2 workloads; found {len(curves)} in {args.profiles}", file=sys.stderr)

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 
 import psutil
 import torch
+from _args import at_least, sample_costs, worker_changes
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
@@ -282,18 +283,16 @@ def main() -> int:
         "--one-pool", action="store_true", help="start each epoch's workers as one pool (split_pools=False)"
     )
     args = ap.parse_args()
+    at_least(ap, args, repeats=1, batch_size=1, step_ms=0, step_python_ms=0, window=1, handover=0, max_after=1)
+    at_least(ap, args, main_mb=0)
+    sample_costs(ap, args.sample_ms)
+    changes = worker_changes(ap, args.changes)
     ballast = torch.ones(args.main_mb * 2**18) if args.main_mb > 0 else None  # 4 bytes each, all touched
     START["method"] = args.start_method
     STEP["python_s"] = args.step_python_ms / 1e3
     SPLIT["pools"] = not args.one_pool
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's
-    try:
-        changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
-    except ValueError:
-        ap.error(f"--changes: expected worker counts like 1:2,2:4:2, got {args.changes!r}")
-    if any(len(c) < 2 or min(c) < 0 for c in changes):
-        ap.error(f"--changes: each change needs two or more worker counts >= 0, got {args.changes!r}")
     setup = max(len(c) - 2 for c in changes) * SETUP_BATCHES
     step_s = args.step_ms / 1e3
     table = Table(

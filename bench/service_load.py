@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from _args import above, at_least
 
 TOKEN = "bench-token"
 
@@ -333,6 +334,8 @@ def main() -> int:
         "side by side)",
     )
     args = ap.parse_args()
+    at_least(ap, args, jobs=1, nodes=1, recompute_s=0)
+    above(ap, args, seconds=0)
     variants = [v.strip() for v in args.fast_heartbeat.split(",")]
     if not variants or any(v not in ("on", "off") for v in variants):
         ap.error(f"--fast-heartbeat: expected on, off or on,off; got {args.fast_heartbeat!r}")

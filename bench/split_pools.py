@@ -19,6 +19,7 @@ import sys
 import time
 import warnings
 
+from _args import sample_costs
 from resize import Busy, calibrate
 from rich.console import Console
 from rich.table import Table
@@ -52,6 +53,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.workers < 2 or args.batches < 1 or args.repeats < 1:
         ap.error("--workers must be >= 2 (else there is nothing to split), --batches and --repeats >= 1")
+    sample_costs(ap, args.sample_ms)
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's
     sizes = "+".join(map(str, split_workers(args.workers)))

@@ -33,6 +33,7 @@ from adlrec.loader import ResizableLoader
 from adlrec.loader.errands import Errands
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _args import above, at_least  # noqa: E402
 from resize import Busy, calibrate  # noqa: E402  (the resize bench's CPU-bound samples)
 
 
@@ -43,6 +44,8 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--trials", type=int, default=40, help="calls of each kind")
     args = ap.parse_args()
+    at_least(ap, args, workers=1, batch_size=1, trials=1)
+    above(ap, args, sample_ms=0)
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")
     batches = 20 + 3 * args.trials * 2
     ds = Busy(batches * args.batch_size, calibrate(args.sample_ms))

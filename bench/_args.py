@@ -1,0 +1,55 @@
+"""The benches' checks of their options: a value out of range stops the bench with argparse's one-line
+error naming the flag and what it expects, before anything starts (not a traceback minutes later)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def at_least(ap: argparse.ArgumentParser, args: argparse.Namespace, **minimums: float) -> None:
+    """``ap.error`` for the first option below its minimum (NaN too); an option left None is not checked."""
+    for name, minimum in minimums.items():
+        value = getattr(args, name)
+        if value is not None and not value >= minimum:
+            kind = "a whole number" if isinstance(value, int) else "a number"
+            ap.error(f"{flag(name)}: expected {kind} >= {minimum:g}, got {value}")
+
+
+def above(ap: argparse.ArgumentParser, args: argparse.Namespace, **bounds: float) -> None:
+    """``ap.error`` for the first option not above its bound (NaN too)."""
+    for name, bound in bounds.items():
+        value = getattr(args, name)
+        if not value > bound:
+            ap.error(f"{flag(name)}: expected a number > {bound:g}, got {value}")
+
+
+def sample_costs(ap: argparse.ArgumentParser, text: str, name: str = "--sample-ms") -> list[tuple[str, float, float]]:
+    """``1.5,0.2+4`` as (the value as typed, CPU ms, IO ms) per sample cost, each a number >= 0."""
+    out = []
+    for sample in text.split(","):
+        cpu, _, io = sample.partition("+")
+        try:
+            cpu_ms, io_ms = float(cpu), float(io or 0)
+        except ValueError:
+            cpu_ms = io_ms = float("nan")
+        if not (cpu_ms >= 0 and io_ms >= 0):
+            ap.error(
+                f"{name}: expected CPU ms or CPU+IO ms (numbers >= 0), comma-separated, like 1.5,0.2+4; got {text!r}"
+            )
+        out.append((sample, cpu_ms, io_ms))
+    return out
+
+
+def worker_changes(ap: argparse.ArgumentParser, text: str, name: str = "--changes") -> list[tuple[int, ...]]:
+    """``1:2,2:4:2`` as worker-count paths, each of two or more counts >= 0."""
+    try:
+        changes = [tuple(int(x) for x in c.split(":")) for c in text.split(",")]
+    except ValueError:
+        ap.error(f"{name}: expected worker counts like 1:2,2:4:2, got {text!r}")
+    if any(len(c) < 2 or min(c) < 0 for c in changes):
+        ap.error(f"{name}: each change needs two or more worker counts >= 0, got {text!r}")
+    return changes

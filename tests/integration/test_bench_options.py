@@ -1,0 +1,58 @@
+"""The benches (bench/*.py) run as a user runs them: an option out of range is argparse's one-line error
+naming the flag, exit code 2, before anything runs; not a traceback, a run of nothing, or a run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "says"),
+    [
+        # statistics.median's "no median for empty data" traceback
+        ("allocate_scale.py", ["--repeats", "0"], "--repeats: expected a whole number >= 1, got 0"),
+        ("resize_ab.py", [".", ".", "--rounds", "0"], "--rounds: expected a whole number >= 1, got 0"),
+        ("thread_start.py", ["--trials", "0"], "--trials: expected a whole number >= 1, got 0"),
+        # the simulator's ValueError, as a traceback
+        ("policies.py", ["--jobs", "0"], "--jobs: expected a whole number >= 1, got 0"),
+        # float('abc') deep in the run, as a traceback
+        ("resize.py", ["--sample-ms", "abc"], "--sample-ms: expected CPU ms or CPU+IO ms (numbers >= 0)"),
+        ("split_pools.py", ["--sample-ms", "6,x"], "--sample-ms: expected CPU ms or CPU+IO ms (numbers >= 0)"),
+        # an IndexError once the first row had run
+        ("resize.py", ["--window", "0"], "--window: expected a whole number >= 1, got 0"),
+        # the loader's "batch_size must be ...", as a traceback
+        ("thread_start.py", ["--batch-size", "0"], "--batch-size: expected a whole number >= 1, got 0"),
+        # each child process's traceback for the tuple it could not unpack
+        ("resize_ab.py", [".", ".", "--change", "2"], "--change: each change needs two or more worker counts >= 0"),
+        # "all 0 trials passed", exit code 0
+        ("loader_soak.py", ["--trials", "0"], "--trials: expected a whole number >= 1, got 0"),
+        # a service started, then every job's train_loop.py failed, said as "a job failed"
+        ("live.py", ["--device", "foo"], "--device 'foo': expected auto, cpu, cuda or emulate:MS"),
+        ("live.py", ["--cores", "0"], "--cores: expected a whole number >= 1, got 0"),
+        # a service started and a run of 0 jobs
+        ("service_load.py", ["--jobs", "0"], "--jobs: expected a whole number >= 1, got 0"),
+        # MLflow's traceback
+        ("predict_accuracy.py", ["--tracking-uri", "foo://bar"], "tracking store 'foo://bar': "),
+    ],
+)
+def test_a_bad_option_is_one_line_naming_it(tmp_path, script, args, says):
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"{script}: error: ") and says in last, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and done.stdout == ""
