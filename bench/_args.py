@@ -4,6 +4,21 @@ error naming the flag and what it expects, before anything starts (not a traceba
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def interruptible(main: Callable[[], int]) -> int:
+    """``main()``, where Ctrl-C ends the bench with one line and exit code 130, not a traceback.
+
+    What it started stops as the interrupt unwinds (its ``with`` and ``finally`` blocks) and by the
+    signal, which a terminal sends to the whole process group: its workers and services too."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted; what it had not printed yet is lost", file=sys.stderr)
+        return 130
 
 
 def flag(name: str) -> str:

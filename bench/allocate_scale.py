@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from _args import at_least
+from _args import at_least, interruptible
 from rich.console import Console
 from rich.table import Table
 
@@ -98,4 +98,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

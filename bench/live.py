@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _args import at_least
+from _args import at_least, interruptible
 from rich.console import Console
 from rich.table import Table
 
@@ -177,4 +177,4 @@ def service_view(plans: list[dict], jobs: list[dict]) -> Table:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -26,7 +26,7 @@ import threading
 import time
 
 import torch
-from _args import above, at_least
+from _args import above, at_least, interruptible
 from torch.utils.data import Dataset
 
 import adlrec.loader.resizable as resizable
@@ -127,4 +127,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

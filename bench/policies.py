@@ -34,7 +34,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from _args import at_least
+from _args import at_least, interruptible
 from rich.console import Console
 from rich.table import Table
 
@@ -246,4 +246,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import psutil
 import torch
-from _args import at_least, sample_costs, worker_changes
+from _args import at_least, interruptible, sample_costs, worker_changes
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
@@ -399,4 +399,4 @@ def goal_summary(rows: list[tuple[float, float]]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _args import above, at_least, worker_changes
+from _args import above, at_least, interruptible, worker_changes
 
 
 def child(checkout: str, change: str, sample_ms: float, repeats: int, batch_size: int, step_ms: float) -> None:
@@ -99,4 +99,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from _args import above, at_least
+from _args import above, at_least, interruptible
 
 TOKEN = "bench-token"
 
@@ -360,4 +360,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -19,7 +19,7 @@ import sys
 import time
 import warnings
 
-from _args import sample_costs
+from _args import interruptible, sample_costs
 from resize import Busy, calibrate
 from rich.console import Console
 from rich.table import Table
@@ -78,4 +78,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -33,7 +33,7 @@ from adlrec.loader import ResizableLoader
 from adlrec.loader.errands import Errands
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _args import above, at_least  # noqa: E402
+from _args import above, at_least, interruptible  # noqa: E402
 from resize import Busy, calibrate  # noqa: E402  (the resize bench's CPU-bound samples)
 
 
@@ -101,4 +101,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from _args import interruptible
+
 VARIANTS = (
     "DataLoader, torch only",
     "DataLoader, numpy.random too",
@@ -143,4 +145,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

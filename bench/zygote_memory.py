@@ -20,6 +20,7 @@ import sys
 
 import psutil
 import torch
+from _args import interruptible
 from rich.console import Console
 from rich.table import Table
 
@@ -78,4 +79,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

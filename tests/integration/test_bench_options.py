@@ -56,3 +56,31 @@ def test_a_bad_option_is_one_line_naming_it(tmp_path, script, args, says):
     last = done.stderr.splitlines()[-1]
     assert last.startswith(f"{script}: error: ") and says in last, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_ctrl_c_stops_a_bench_in_one_line(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group: the bench and its loader's workers) ended the
+    benches in a KeyboardInterrupt traceback from wherever they were."""
+    import signal
+
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "loader_soak.py"), "--trials", "1000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout.readline().endswith(": ok\n")  # a trial done: it is in the middle of the next
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.splitlines()[-1] == "loader_soak.py: interrupted; what it had not printed yet is lost", err[-2000:]
+    assert "Traceback" not in err
