@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))
     ap.add_argument("--tracking-uri", default=None, help="also use complete profiles from this MLflow store")
     args = ap.parse_args()
+    if not args.profiles.is_dir():  # it said 'found 0 in' the folder, as if it were empty
+        ap.error(f"--profiles {args.profiles}: no such folder")
     tracker = None
     if args.tracking_uri:
         from adlrec.tracking import Tracker

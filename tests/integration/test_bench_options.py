@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("live.py", ["--cores", "0"], "--cores: expected a whole number >= 1, got 0"),
         # a service started and a run of 0 jobs
         ("service_load.py", ["--jobs", "0"], "--jobs: expected a whole number >= 1, got 0"),
+        # 'need curves of at least 2 workloads; found 0 in nonexist', as if the folder were empty
+        ("predict_accuracy.py", ["--profiles", "nonexist"], "--profiles nonexist: no such folder"),
         # MLflow's traceback
         ("predict_accuracy.py", ["--tracking-uri", "foo://bar"], "tracking store 'foo://bar': "),
     ],
