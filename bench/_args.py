@@ -1,5 +1,6 @@
-"""The benches' checks of their options: a value out of range stops the bench with argparse's one-line
-error naming the flag and what it expects, before anything starts (not a traceback minutes later)."""
+"""What the benches share about their command lines: --help with each option's default; a value out of
+range stops the bench with argparse's one-line error naming the flag and what it expects, before
+anything starts (not a traceback minutes later); Ctrl-C is one line and exit code 130."""
 
 from __future__ import annotations
 
@@ -7,6 +8,28 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+
+class _Parser(argparse.ArgumentParser):
+    """Each option's --help line ends with its default (none for a flag, or an option whose default is
+    None: its help says what that means), as the docstrings' usage lines state them."""
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:  # type: ignore[override]
+        action = super().add_argument(*args, **kwargs)
+        default = action.default
+        shows = default is not None and default is not argparse.SUPPRESS and not isinstance(default, bool)
+        if action.option_strings and shows and action.help != argparse.SUPPRESS:  # 0 too, which == False
+            shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+            action.help = f"{action.help or ''} (default: {shown.replace('%', '%%')})".lstrip()
+        return action
+
+
+def parser(doc: str, whole: bool = False) -> argparse.ArgumentParser:
+    """The bench's parser: its docstring's first paragraph (or all of it) as the description, written as
+    it is, and each option's default in --help."""
+    return _Parser(
+        description=doc if whole else doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def interruptible(main: Callable[[], int]) -> int:

@@ -11,13 +11,12 @@ Placement of jobs on nodes is not the allocator's job; each node is solved on it
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
 import time
 
-from _args import at_least, interruptible
+from _args import at_least, interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -60,7 +59,7 @@ def median_ms(fn, repeats: int) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args()
     at_least(ap, args, repeats=1)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _args import at_least, interruptible
+from _args import at_least, interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -79,7 +79,7 @@ def summary(results: list[dict]) -> tuple[float, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--device", default="emulate:10")
     ap.add_argument(
         "--epochs", type=int, default=15, help="each job's epochs (3 make runs of ~6 s, which start-up dominates)"

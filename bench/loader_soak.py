@@ -17,7 +17,6 @@ passed``.  Split pools (the default) throughout.
 
 from __future__ import annotations
 
-import argparse
 import faulthandler
 import os
 import random
@@ -26,7 +25,7 @@ import threading
 import time
 
 import torch
-from _args import above, at_least, interruptible
+from _args import above, at_least, interruptible, parser
 from torch.utils.data import Dataset
 
 import adlrec.loader.resizable as resizable
@@ -109,13 +108,13 @@ def trial(seed: int, timeout_s: float) -> str | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0, help="the first trial's seed; trial k uses seed + k")
-    parser.add_argument("--timeout-s", type=float, default=60.0)
-    args = parser.parse_args()
-    at_least(parser, args, trials=1)
-    above(parser, args, timeout_s=0)
+    ap = parser(__doc__)
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0, help="the first trial's seed; trial k uses seed + k")
+    ap.add_argument("--timeout-s", type=float, default=60.0)
+    args = ap.parse_args()
+    at_least(ap, args, trials=1)
+    above(ap, args, timeout_s=0)
     resizable.AUTO_ZYGOTE_GB = 0.0  # fork_server=None: the default as in a large training process
     for seed in range(args.seed, args.seed + args.trials):
         line = trial(seed, args.timeout_s)

@@ -28,13 +28,12 @@ and a third, ours again but narrower (skipped if profiles/ holds no cuda profile
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from _args import at_least, interruptible
+from _args import at_least, interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -165,7 +164,7 @@ def optimal_is_best(per_seed):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--jobs", type=int, default=40)
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))

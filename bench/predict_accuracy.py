@@ -9,14 +9,13 @@ reaches 95% of the measured best.  Then the same per held-out workload for the l
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from _args import interruptible
+from _args import interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -30,7 +29,7 @@ from adlrec.predict.report import evaluation_table  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))
     ap.add_argument("--tracking-uri", default=None, help="also use complete profiles from this MLflow store")
     args = ap.parse_args()

@@ -51,7 +51,6 @@ fork's cost grows with the forking process's memory (about 25 ms per GB here).  
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -61,7 +60,7 @@ from dataclasses import dataclass
 
 import psutil
 import torch
-from _args import at_least, interruptible, sample_costs, worker_changes
+from _args import at_least, interruptible, parser, sample_costs, worker_changes
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
@@ -257,7 +256,7 @@ def rebuild(ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float) ->
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sample-ms", default="1.5,6,0.2+4", help="comma-separated per-sample costs: CPU ms, or CPU+IO ms")
     ap.add_argument("--batch-size", type=int, default=8)

@@ -13,7 +13,6 @@ many meet the goal (<= 1 batch time), and a two-sided Mann-Whitney U test of the
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -21,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _args import above, at_least, interruptible, worker_changes
+from _args import above, at_least, interruptible, parser, worker_changes
 
 
 def child(checkout: str, change: str, sample_ms: float, repeats: int, batch_size: int, step_ms: float) -> None:
@@ -46,7 +45,7 @@ def child(checkout: str, change: str, sample_ms: float, repeats: int, batch_size
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     ap.add_argument("--change", default="2:4:2", help="a:b or a chain a:c:b, as bench/resize.py's --changes")

@@ -1,6 +1,6 @@
 """Load on the allocation service: many simulated jobs heartbeating once a second.
 
-    python bench/service_load.py [--jobs 1000] [--seconds 60] [--nodes 10] [--fast-heartbeat on,off]
+    python bench/service_load.py [--jobs 1000] [--seconds 60] [--nodes 10] [--fast-heartbeat on|off|on,off]
                                  [--no-live-runs] [--url URL --token T]
 
 Without --url it starts `adlrec serve` (SQLite job store, embedded MLflow store, a token) in a
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from _args import above, at_least, interruptible
+from _args import above, at_least, interruptible, parser
 
 TOKEN = "bench-token"
 
@@ -318,7 +318,7 @@ def rows(out: dict, started: bool, seconds: float) -> list[tuple[str, str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__, whole=True)
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--nodes", type=int, default=10)

@@ -13,13 +13,12 @@ throughput does not).  No resize happens; asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 import warnings
 
-from _args import interruptible, sample_costs
+from _args import interruptible, parser, sample_costs
 from resize import Busy, calibrate
 from rich.console import Console
 from rich.table import Table
@@ -45,7 +44,7 @@ def mean_interval_ms(ds: Busy, workers: int, split: bool, batches: int) -> float
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)

@@ -86,3 +86,55 @@ def test_ctrl_c_stops_a_bench_in_one_line(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert err.splitlines()[-1] == "loader_soak.py: interrupted; what it had not printed yet is lost", err[-2000:]
     assert "Traceback" not in err
+
+
+def _usage_values(doc: str) -> dict[str, str]:
+    """``[--flag VALUE]`` in a docstring's usage lines, where VALUE is a default (not a placeholder)."""
+    import re
+
+    usage = "\n".join(line for line in doc.split("\n\n")[1].splitlines())
+    return {
+        flag: value for flag, value in re.findall(r"\[(--[a-z-]+) ([^]]+)\]", usage) if not re.search(r"[A-Z|]", value)
+    }
+
+
+def _help_defaults(text: str) -> dict[str, str]:
+    """Each option's ``(default: X)`` as --help prints it."""
+    import re
+
+    entries, options = [], text.split("\noptions:\n", 1)[1]
+    for line in options.splitlines():
+        if line.startswith("  -"):
+            entries.append(line)
+        elif entries:
+            entries[-1] += " " + line
+    out = {}
+    for entry in entries:
+        entry = " ".join(entry.split())
+        found = re.search(r"\(default: ([^)]*)\)$", entry)
+        if found:
+            out[entry.split()[0].rstrip(",")] = found.group(1)
+    return out
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name != "_args.py"))
+def test_help_states_the_defaults_the_docstring_does(script):
+    """The docstrings' usage lines (which docs/*.md copy) give the defaults; --help gave none."""
+    import ast
+
+    path = ROOT / "bench" / script
+    doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+    env = os.environ | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    stated, shown = _usage_values(doc), _help_defaults(done.stdout)
+    assert stated, doc  # every bench's docstring has a usage line with a default
+    for flag, value in stated.items():
+        assert flag in shown and _same(shown[flag], value), (flag, value, done.stdout)
