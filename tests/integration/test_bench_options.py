@@ -138,3 +138,31 @@ def test_help_states_the_defaults_the_docstring_does(script):
     assert stated, doc  # every bench's docstring has a usage line with a default
     for flag, value in stated.items():
         assert flag in shown and _same(shown[flag], value), (flag, value, done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "usage: bench/device_profiles.sh OUT_DIR [DEVICE] [BUDGET_S]"),  # was bash's 'line 14: 1: usage: ...'
+        # each was adlrec's same refusal six times over, one per curve, and exit status 6
+        (["{out}", "gpu"], "device_profiles.sh: adlrec: error: --device 'gpu': expected auto, cpu, cuda or emulate:MS"),
+        (["{out}", "cpu", "0"], "device_profiles.sh: adlrec profile: error: argument --budget: expected a number"),
+    ],
+)
+def test_device_profiles_stops_on_a_mistake_in_one_line(tmp_path, args, says):
+    env = os.environ | {
+        "ADLREC": f"{sys.executable} -m adlrec.cli",
+        "ADLREC_DATA_DIR": str(tmp_path / "data"),
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+    argv = [a.replace("{out}", str(tmp_path / "out")) for a in args]
+    done = subprocess.run(
+        ["bash", str(ROOT / "bench" / "device_profiles.sh"), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 99, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [done.stderr.splitlines()[-1]] and says in done.stderr, done.stderr
+    assert done.stdout == ""  # no curve measured, none reported FAILED
