@@ -170,6 +170,8 @@ def main() -> int:
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))
     args = ap.parse_args()
     at_least(ap, args, jobs=1)
+    if not args.profiles.is_dir():  # it said 'no accelerator profiles in X/', on stdout, as if X were empty
+        ap.error(f"--profiles {args.profiles}: no such folder")
     console = Console(width=150)
     files, catalog = profile_files(args.profiles), profile_catalog(args.profiles)
     names = [n for n, _ in trace_profiles(files)]

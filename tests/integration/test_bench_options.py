@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("service_load.py", ["--jobs", "0"], "--jobs: expected a whole number >= 1, got 0"),
         # 'need curves of at least 2 workloads; found 0 in nonexist', as if the folder were empty
         ("predict_accuracy.py", ["--profiles", "nonexist"], "--profiles nonexist: no such folder"),
+        ("policies.py", ["--profiles", "nonexist"], "--profiles nonexist: no such folder"),
         # MLflow's traceback
         ("predict_accuracy.py", ["--tracking-uri", "foo://bar"], "tracking store 'foo://bar': "),
     ],
