@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,3 +92,16 @@ def worker_changes(ap: argparse.ArgumentParser, text: str, name: str = "--change
     if any(len(c) < 2 or min(c) < 0 for c in changes):
         ap.error(f"{name}: each change needs two or more worker counts >= 0, got {text!r}")
     return changes
+
+
+def service_url(ap: argparse.ArgumentParser, text: str, name: str = "--url") -> str:
+    """An http(s) address with a host and, if any, a port from 1 to 65535 (else httpx's traceback, or
+    two minutes of waiting for a /health that no such address answers)."""
+    try:
+        parts = urlsplit(text)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, or past 65535
+        ok = False
+    if not ok:
+        ap.error(f"{name}: expected the service's http(s) address, e.g. http://127.0.0.1:8470, got {text!r}")
+    return text

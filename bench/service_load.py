@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from _args import above, at_least, interruptible, parser
+from _args import above, at_least, interruptible, parser, service_url
 
 TOKEN = "bench-token"
 
@@ -336,6 +336,8 @@ def main() -> int:
     args = ap.parse_args()
     at_least(ap, args, jobs=1, nodes=1, recompute_s=0)
     above(ap, args, seconds=0)
+    if args.url is not None:
+        service_url(ap, args.url)
     variants = [v.strip() for v in args.fast_heartbeat.split(",")]
     if not variants or any(v not in ("on", "off") for v in variants):
         ap.error(f"--fast-heartbeat: expected on, off or on,off; got {args.fast_heartbeat!r}")

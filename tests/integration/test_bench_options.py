@@ -41,6 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
         # 'need curves of at least 2 workloads; found 0 in nonexist', as if the folder were empty
         ("predict_accuracy.py", ["--profiles", "nonexist"], "--profiles nonexist: no such folder"),
         ("policies.py", ["--profiles", "nonexist"], "--profiles nonexist: no such folder"),
+        # two minutes of waiting for /health, then 'did not answer'; httpx's InvalidURL traceback
+        ("service_load.py", ["--url", "foo"], "--url: expected the service's http(s) address"),
+        ("service_load.py", ["--url", "http://127.0.0.1:abc"], "--url: expected the service's http(s) address"),
         # MLflow's traceback
         ("predict_accuracy.py", ["--tracking-uri", "foo://bar"], "tracking store 'foo://bar': "),
     ],
