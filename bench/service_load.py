@@ -338,6 +338,8 @@ def main() -> int:
     above(ap, args, seconds=0)
     if args.url is not None:
         service_url(ap, args.url)
+    elif args.token is not None:  # the service it starts has a token of its own
+        ap.error("--token: only with --url (the service this bench starts makes its own token)")
     variants = [v.strip() for v in args.fast_heartbeat.split(",")]
     if not variants or any(v not in ("on", "off") for v in variants):
         ap.error(f"--fast-heartbeat: expected on, off or on,off; got {args.fast_heartbeat!r}")

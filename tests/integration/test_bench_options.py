@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
         # two minutes of waiting for /health, then 'did not answer'; httpx's InvalidURL traceback
         ("service_load.py", ["--url", "foo"], "--url: expected the service's http(s) address"),
         ("service_load.py", ["--url", "http://127.0.0.1:abc"], "--url: expected the service's http(s) address"),
+        # ignored: the service it started had its own token
+        ("service_load.py", ["--token", "t"], "--token: only with --url"),
         # MLflow's traceback
         ("predict_accuracy.py", ["--tracking-uri", "foo://bar"], "tracking store 'foo://bar': "),
     ],
