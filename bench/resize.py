@@ -67,6 +67,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from adlrec.loader import ResizableLoader, WorkerSetup, batches_of
 from adlrec.loader.resizable import AUTO_ZYGOTE_GB
+from adlrec.words import count as count_of
 
 START = {"method": "fork"}  # set from --start-method
 STEP = {"python_s": 0.0}  # set from --step-python-ms
@@ -369,7 +370,7 @@ def main() -> int:
     worse = sum(z > m for z, (m, _) in zip(zygote_rows, rows, strict=True))
     console.print(
         f"zygote longest <= 1 batch time: {sum(z <= 1 for z in zygote_rows)} of {len(zygote_rows)} rows; "
-        f"shorter than make-before-break's in {better} rows, longer in {worse}"
+        f"shorter than make-before-break's in {count_of(better, 'row')}, longer in {worse}"
     )
     process_gb = psutil.Process().memory_info().rss / 2**30
     default = "zygote" if process_gb >= AUTO_ZYGOTE_GB else "make-before-break"

@@ -18,7 +18,7 @@ import sys
 import time
 import warnings
 
-from _args import interruptible, parser, sample_costs
+from _args import at_least, interruptible, parser, sample_costs
 from resize import Busy, calibrate
 from rich.console import Console
 from rich.table import Table
@@ -50,8 +50,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sample-ms", default="6,0.2+4,1.5", help="comma-separated per-sample costs: CPU ms, or CPU+IO ms")
     args = ap.parse_args()
-    if args.workers < 2 or args.batches < 1 or args.repeats < 1:
-        ap.error("--workers must be >= 2 (else there is nothing to split), --batches and --repeats >= 1")
+    at_least(ap, args, workers=2, batches=1, repeats=1)  # fewer than 2 workers: nothing to split
     sample_costs(ap, args.sample_ms)
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's

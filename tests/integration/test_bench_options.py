@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("allocate_scale.py", ["--repeats", "0"], "--repeats: expected a whole number >= 1, got 0"),
         ("resize_ab.py", [".", ".", "--rounds", "0"], "--rounds: expected a whole number >= 1, got 0"),
         ("thread_start.py", ["--trials", "0"], "--trials: expected a whole number >= 1, got 0"),
+        # '--workers must be >= 2 (...), --batches and --repeats >= 1', whichever was wrong
+        ("split_pools.py", ["--repeats", "0"], "--repeats: expected a whole number >= 1, got 0"),
         # the simulator's ValueError, as a traceback
         ("policies.py", ["--jobs", "0"], "--jobs: expected a whole number >= 1, got 0"),
         # float('abc') deep in the run, as a traceback
