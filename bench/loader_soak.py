@@ -23,6 +23,7 @@ import random
 import sys
 import threading
 import time
+import warnings
 
 import torch
 from _args import above, at_least, interruptible, parser
@@ -115,6 +116,8 @@ def main() -> int:
     args = ap.parse_args()
     at_least(ap, args, trials=1)
     above(ap, args, timeout_s=0)
+    # up to 5 workers on however few cores: the loader's warning would come at every resize, between the trials' lines
+    warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")
     resizable.AUTO_ZYGOTE_GB = 0.0  # fork_server=None: the default as in a large training process
     for seed in range(args.seed, args.seed + args.trials):
         line = trial(seed, args.timeout_s)
