@@ -11,12 +11,12 @@ Placement of jobs on nodes is not the allocator's job; each node is solved on it
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
 import time
 
+from _args import at_least, interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -59,9 +59,10 @@ def median_ms(fn, repeats: int) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args()
+    at_least(ap, args, repeats=1)
     rng = random.Random(0)
     node_jobs = jobs_for(rng, 64, 128, "j")
     loose = AllocationRequest(cores=128, memory_mb=512 * 1024, jobs=node_jobs, threshold=0.05)
@@ -96,4 +97,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

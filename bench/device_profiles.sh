@@ -8,10 +8,16 @@
 # `adlrec profiles import OUT_DIR/*.json` logs them and `adlrec profiles export` adds them to
 # profiles/ (docs/profiling.md). DEVICE defaults to cuda; BUDGET_S (seconds per worker count) to 1.5.
 # A curve whose sweep fails or overruns its PER_PROFILE_S (default 150) is reported and skipped; the
-# script's exit status is the number of such curves. ADLREC (default: "adlrec") is the command run;
-# it runs in the checkout the script belongs to, whatever the current folder.
+# script's exit status is the number of such curves, or 99 if it could not start: no OUT_DIR, or a
+# mistake in DEVICE or BUDGET_S, which adlrec refuses for the first curve (exit code 2: one line,
+# which the script prints and stops on, as it would refuse every curve so). ADLREC (default: "adlrec")
+# is the command run; it runs in the checkout the script belongs to, whatever the current folder.
 set -u
-out=${1:?usage: bench/device_profiles.sh OUT_DIR [DEVICE] [BUDGET_S]}
+if [ $# -lt 1 ] || [ -z "$1" ]; then
+  echo "usage: bench/device_profiles.sh OUT_DIR [DEVICE] [BUDGET_S]" >&2
+  exit 99
+fi
+out=$1
 device=${2:-cuda}
 budget=${3:-1.5}
 limit=${PER_PROFILE_S:-150}
@@ -48,6 +54,11 @@ EOF
     mv "$out/$name.json.part" "$out/$name.json"
   else
     rc=$?
+    if [ "$rc" -eq 2 ]; then # a mistake in the arguments: the same for every curve
+      echo "device_profiles.sh: $(tail -1 "$out/$name.err")" >&2
+      rm -f "$out/$name.json.part"
+      exit 99
+    fi
     failed=$((failed + 1))
     echo "FAILED $name (exit $rc after $(($(date +%s) - start)) s); last lines of its stderr:"
     tail -5 "$out/$name.err"

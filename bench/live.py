@@ -24,8 +24,12 @@ import time
 from pathlib import Path
 
 import httpx
+from _args import at_least, interruptible, parser
 from rich.console import Console
 from rich.table import Table
+
+from adlrec.errors import UsageError
+from adlrec.profile.device import parse_device
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ("image", "text", "audio")
@@ -75,7 +79,7 @@ def summary(results: list[dict]) -> tuple[float, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--device", default="emulate:10")
     ap.add_argument(
         "--epochs", type=int, default=15, help="each job's epochs (3 make runs of ~6 s, which start-up dominates)"
@@ -85,6 +89,11 @@ def main() -> int:
         "--main-cores", type=int, default=0, help="cores each training process needs (0: an emulated step sleeps)"
     )
     args = ap.parse_args()
+    at_least(ap, args, epochs=1, cores=1, main_cores=0)
+    try:  # train_loop.py would say so too, but only once the first phase has started
+        parse_device(args.device)
+    except UsageError as exc:
+        ap.error(str(exc))
 
     even_workers = max(0, args.cores - len(JOBS) * args.main_cores) // len(JOBS)
     with tempfile.TemporaryDirectory(prefix="adlrec-live-") as tmp:
@@ -168,4 +177,4 @@ def service_view(plans: list[dict], jobs: list[dict]) -> Table:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

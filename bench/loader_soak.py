@@ -17,15 +17,16 @@ passed``.  Split pools (the default) throughout.
 
 from __future__ import annotations
 
-import argparse
 import faulthandler
 import os
 import random
 import sys
 import threading
 import time
+import warnings
 
 import torch
+from _args import above, at_least, interruptible, parser
 from torch.utils.data import Dataset
 
 import adlrec.loader.resizable as resizable
@@ -108,11 +109,15 @@ def trial(seed: int, timeout_s: float) -> str | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0, help="the first trial's seed; trial k uses seed + k")
-    parser.add_argument("--timeout-s", type=float, default=60.0)
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0, help="the first trial's seed; trial k uses seed + k")
+    ap.add_argument("--timeout-s", type=float, default=60.0)
+    args = ap.parse_args()
+    at_least(ap, args, trials=1)
+    above(ap, args, timeout_s=0)
+    # up to 5 workers on however few cores: the loader's warning would come at every resize, between the trials' lines
+    warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")
     resizable.AUTO_ZYGOTE_GB = 0.0  # fork_server=None: the default as in a large training process
     for seed in range(args.seed, args.seed + args.trials):
         line = trial(seed, args.timeout_s)
@@ -124,4 +129,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -28,12 +28,12 @@ and a third, ours again but narrower (skipped if profiles/ holds no cuda profile
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from _args import at_least, interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -164,11 +164,14 @@ def optimal_is_best(per_seed):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--jobs", type=int, default=40)
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))
     args = ap.parse_args()
+    at_least(ap, args, jobs=1)
+    if not args.profiles.is_dir():  # it said 'no accelerator profiles in X/', on stdout, as if X were empty
+        ap.error(f"--profiles {args.profiles}: no such folder")
     console = Console(width=150)
     files, catalog = profile_files(args.profiles), profile_catalog(args.profiles)
     names = [n for n, _ in trace_profiles(files)]
@@ -244,4 +247,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

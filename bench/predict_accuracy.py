@@ -9,18 +9,19 @@ reaches 95% of the measured best.  Then the same per held-out workload for the l
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from _args import interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
+from adlrec.errors import AdlrecError  # noqa: E402
 from adlrec.predict.evaluate import cross_validate  # noqa: E402
 from adlrec.predict.fit import gather_curves  # noqa: E402
 from adlrec.predict.models import LearnedModel  # noqa: E402
@@ -28,15 +29,21 @@ from adlrec.predict.report import evaluation_table  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--profiles", type=Path, default=Path("profiles"))
     ap.add_argument("--tracking-uri", default=None, help="also use complete profiles from this MLflow store")
     args = ap.parse_args()
+    if not args.profiles.is_dir():  # it said 'found 0 in' the folder, as if it were empty
+        ap.error(f"--profiles {args.profiles}: no such folder")
     tracker = None
     if args.tracking_uri:
         from adlrec.tracking import Tracker
 
-        tracker = Tracker(args.tracking_uri, "adlrec-profiles")
+        try:
+            tracker = Tracker(args.tracking_uri, "adlrec-profiles")
+        except AdlrecError as exc:  # a store it cannot open: one line, not MLflow's traceback
+            print(f"predict_accuracy.py: error: {exc}", file=sys.stderr)
+            return 2
     curves = gather_curves(args.profiles, tracker)
     if len({c.group for c in curves}) < 2:
         print(f"need curves of at least 2 workloads; found {len(curves)} in {args.profiles}", file=sys.stderr)
@@ -65,4 +72,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

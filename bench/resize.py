@@ -51,7 +51,6 @@ fork's cost grows with the forking process's memory (about 25 ms per GB here).  
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -61,12 +60,14 @@ from dataclasses import dataclass
 
 import psutil
 import torch
+from _args import at_least, interruptible, parser, sample_costs, worker_changes
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
 from adlrec.loader import ResizableLoader, WorkerSetup, batches_of
 from adlrec.loader.resizable import AUTO_ZYGOTE_GB
+from adlrec.words import count as count_of
 
 START = {"method": "fork"}  # set from --start-method
 STEP = {"python_s": 0.0}  # set from --step-python-ms
@@ -256,7 +257,7 @@ def rebuild(ds: Dataset, bs: int, a: int, b: int, window: int, step_s: float) ->
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sample-ms", default="1.5,6,0.2+4", help="comma-separated per-sample costs: CPU ms, or CPU+IO ms")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -282,18 +283,16 @@ def main() -> int:
         "--one-pool", action="store_true", help="start each epoch's workers as one pool (split_pools=False)"
     )
     args = ap.parse_args()
+    at_least(ap, args, repeats=1, batch_size=1, step_ms=0, step_python_ms=0, window=1, handover=0, max_after=1)
+    at_least(ap, args, main_mb=0)
+    sample_costs(ap, args.sample_ms)
+    changes = worker_changes(ap, args.changes)
     ballast = torch.ones(args.main_mb * 2**18) if args.main_mb > 0 else None  # 4 bytes each, all touched
     START["method"] = args.start_method
     STEP["python_s"] = args.step_python_ms / 1e3
     SPLIT["pools"] = not args.one_pool
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's
-    try:
-        changes = [tuple(int(x) for x in c.split(":")) for c in args.changes.split(",")]
-    except ValueError:
-        ap.error(f"--changes: expected worker counts like 1:2,2:4:2, got {args.changes!r}")
-    if any(len(c) < 2 or min(c) < 0 for c in changes):
-        ap.error(f"--changes: each change needs two or more worker counts >= 0, got {args.changes!r}")
     setup = max(len(c) - 2 for c in changes) * SETUP_BATCHES
     step_s = args.step_ms / 1e3
     table = Table(
@@ -371,7 +370,7 @@ def main() -> int:
     worse = sum(z > m for z, (m, _) in zip(zygote_rows, rows, strict=True))
     console.print(
         f"zygote longest <= 1 batch time: {sum(z <= 1 for z in zygote_rows)} of {len(zygote_rows)} rows; "
-        f"shorter than make-before-break's in {better} rows, longer in {worse}"
+        f"shorter than make-before-break's in {count_of(better, 'row')}, longer in {worse}"
     )
     process_gb = psutil.Process().memory_info().rss / 2**30
     default = "zygote" if process_gb >= AUTO_ZYGOTE_GB else "make-before-break"
@@ -400,4 +399,4 @@ def goal_summary(rows: list[tuple[float, float]]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

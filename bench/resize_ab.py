@@ -13,13 +13,14 @@ many meet the goal (<= 1 batch time), and a two-sided Mann-Whitney U test of the
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from _args import above, at_least, interruptible, parser, worker_changes
 
 
 def child(checkout: str, change: str, sample_ms: float, repeats: int, batch_size: int, step_ms: float) -> None:
@@ -44,7 +45,7 @@ def child(checkout: str, change: str, sample_ms: float, repeats: int, batch_size
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     ap.add_argument("--change", default="2:4:2", help="a:b or a chain a:c:b, as bench/resize.py's --changes")
@@ -58,6 +59,9 @@ def main() -> int:
         child(**spec)
         return 0
     args = ap.parse_args()
+    at_least(ap, args, rounds=1, repeats=1, batch_size=1, step_ms=0)
+    above(ap, args, sample_ms=0)
+    worker_changes(ap, args.change, name="--change")
     for folder in (args.before, args.after):
         if not (folder / "adlrec" / "loader").is_dir() or not (folder / "bench" / "resize.py").is_file():
             ap.error(f"{folder}: expected an adlrec checkout (adlrec/loader/ and bench/resize.py)")
@@ -94,4 +98,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -1,6 +1,6 @@
 """Load on the allocation service: many simulated jobs heartbeating once a second.
 
-    python bench/service_load.py [--jobs 1000] [--seconds 60] [--nodes 10] [--fast-heartbeat on,off]
+    python bench/service_load.py [--jobs 1000] [--seconds 60] [--nodes 10] [--fast-heartbeat on|off|on,off]
                                  [--no-live-runs] [--url URL --token T]
 
 Without --url it starts `adlrec serve` (SQLite job store, embedded MLflow store, a token) in a
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from _args import above, at_least, interruptible, parser, service_url
 
 TOKEN = "bench-token"
 
@@ -317,7 +318,7 @@ def rows(out: dict, started: bool, seconds: float) -> list[tuple[str, str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__, whole=True)
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--nodes", type=int, default=10)
@@ -333,6 +334,12 @@ def main() -> int:
         "side by side)",
     )
     args = ap.parse_args()
+    at_least(ap, args, jobs=1, nodes=1, recompute_s=0)
+    above(ap, args, seconds=0)
+    if args.url is not None:
+        service_url(ap, args.url)
+    elif args.token is not None:  # the service it starts has a token of its own
+        ap.error("--token: only with --url (the service this bench starts makes its own token)")
     variants = [v.strip() for v in args.fast_heartbeat.split(",")]
     if not variants or any(v not in ("on", "off") for v in variants):
         ap.error(f"--fast-heartbeat: expected on, off or on,off; got {args.fast_heartbeat!r}")
@@ -357,4 +364,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -13,12 +13,12 @@ throughput does not).  No resize happens; asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 import warnings
 
+from _args import at_least, interruptible, parser, sample_costs
 from resize import Busy, calibrate
 from rich.console import Console
 from rich.table import Table
@@ -44,14 +44,14 @@ def mean_interval_ms(ds: Busy, workers: int, split: bool, batches: int) -> float
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sample-ms", default="6,0.2+4,1.5", help="comma-separated per-sample costs: CPU ms, or CPU+IO ms")
     args = ap.parse_args()
-    if args.workers < 2 or args.batches < 1 or args.repeats < 1:
-        ap.error("--workers must be >= 2 (else there is nothing to split), --batches and --repeats >= 1")
+    at_least(ap, args, workers=2, batches=1, repeats=1)  # fewer than 2 workers: nothing to split
+    sample_costs(ap, args.sample_ms)
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")  # ResizableLoader's
     sizes = "+".join(map(str, split_workers(args.workers)))
@@ -76,4 +76,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -18,7 +18,6 @@ ms) beside the loop's median batch time.  Asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -33,16 +32,19 @@ from adlrec.loader import ResizableLoader
 from adlrec.loader.errands import Errands
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _args import above, at_least, interruptible, parser  # noqa: E402
 from resize import Busy, calibrate  # noqa: E402  (the resize bench's CPU-bound samples)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--sample-ms", type=float, default=1.5)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--trials", type=int, default=40, help="calls of each kind")
     args = ap.parse_args()
+    at_least(ap, args, workers=1, batch_size=1, trials=1)
+    above(ap, args, sample_ms=0)
     warnings.filterwarnings("ignore", message=".*DataLoader workers on the .* cores.*")
     batches = 20 + 3 * args.trials * 2
     ds = Busy(batches * args.batch_size, calibrate(args.sample_ms))
@@ -98,4 +100,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from _args import interruptible, parser
+
 VARIANTS = (
     "DataLoader, torch only",
     "DataLoader, numpy.random too",
@@ -102,7 +104,7 @@ def measure(variant: str, repeats: int) -> dict[str, list[float]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--repeats", type=int, default=15, help="worker starts per variant (median)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -143,4 +145,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

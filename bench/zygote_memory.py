@@ -15,11 +15,11 @@ asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import psutil
 import torch
+from _args import interruptible, parser
 from rich.console import Console
 from rich.table import Table
 
@@ -33,7 +33,7 @@ def memory(pid: int) -> tuple[float, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--main-mb", type=int, default=1024, help="MB the training process touches, then rewrites")
     args = ap.parse_args()
     if args.main_mb < 1:
@@ -78,4 +78,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

@@ -222,4 +222,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: its loader and the job at the service were closed as it unwound
+        print("train_loop.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -277,3 +277,42 @@ def test_the_example_scripts_check_their_arguments_before_they_probe(tmp_path, t
     assert done.stderr.splitlines()[-1].startswith(f"{script}: error: ") and says in done.stderr
     assert "Traceback" not in done.stderr
     assert not mark.exists(), "the script probed the job before it checked its arguments"
+
+
+def test_ctrl_c_stops_the_training_loop_example_in_one_line(tmp_path, tiny_job_path):
+    """Ctrl-C mid-training (SIGINT to the group: the loop and its loader's workers) was a KeyboardInterrupt
+    traceback from wherever the loop was waiting."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "train_loop.py"
+    env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    # a service that refuses connections: its first heartbeat's warning says the loop is training
+    argv = [str(tiny_job_path), "--device", "emulate:5", "--epochs", "100000", "--url", "http://127.0.0.1:9"]
+    proc = subprocess.Popen(
+        [sys.executable, str(path), *argv, "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "unreachable" in line:
+                break
+        assert "unreachable" in seen[-1], "".join(seen)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.splitlines()[-1] == "train_loop.py: interrupted" and "Traceback" not in err, err[-2000:]
+    assert out == ""  # no line of what it trained: it did not finish
