@@ -145,7 +145,7 @@ def main() -> int:
         table.add_row(
             b["job"],
             f"{b['samples_per_s']:,.1f}",
-            str(b["workers"]),
+            " -> ".join(map(str, b["workers"])),
             f"{m['samples_per_s']:,.1f}",
             " -> ".join(map(str, m["workers"])),
         )
