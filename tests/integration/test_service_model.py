@@ -100,9 +100,17 @@ def _champion_of_other_features(registry, curves, settings) -> None:
     register_model_of_other_features(registry, curves)
 
 
+def _champion_predicting_nan(registry, curves, settings) -> None:
+    register_scripted_champion(registry, curves, (100.0, float("nan"), 200.0))  # NaN at 1 worker, a test probe's count
+
+
 @pytest.mark.parametrize(
     ("break_champion", "why"),
-    [(_unpicklable_champion, "cannot be loaded"), (_champion_of_other_features, "cannot predict a test probe")],
+    [
+        (_unpicklable_champion, "cannot be loaded"),
+        (_champion_of_other_features, "cannot predict a test probe"),
+        (_champion_predicting_nan, "cannot predict a test probe: ValueError: expected 4 finite throughputs"),
+    ],
 )
 def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until_one_it_can(
     tmp_path, break_champion, why
