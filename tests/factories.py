@@ -120,3 +120,34 @@ def register_model_of_other_features(registry, curves) -> str:
     _, version = registry.register(model, cross_validate({"kind": "analytic"}, curves), params={})
     registry.set_champion(version)
     return version
+
+
+class ScriptedModel:
+    """A throughput model that predicts one given curve for any probe (its last point past its end): what a
+    model adlrec did not fit (registered by hand, or by another program) may predict, counts below 0 or not
+    finite included.  Module-level, so its pickle loads by reference in the test's process."""
+
+    kind = "scripted"
+
+    def __init__(self, curve) -> None:
+        self.curve = tuple(float(t) for t in curve)
+
+    def spec(self) -> dict:
+        return {"kind": self.kind}
+
+    def fit(self, X, curves) -> ScriptedModel:
+        return self
+
+    def predict(self, f, workers):
+        import numpy as np
+
+        return np.asarray([self.curve[min(w, len(self.curve) - 1)] for w in workers], dtype=float)
+
+
+def register_scripted_champion(registry, curves, curve) -> str:
+    """Register, as the champion, a :class:`ScriptedModel` predicting ``curve``; returns its version."""
+    from adlrec.predict.evaluate import cross_validate
+
+    _, version = registry.register(ScriptedModel(curve), cross_validate({"kind": "analytic"}, curves), params={})
+    registry.set_champion(version)
+    return version

@@ -15,7 +15,8 @@ __all__ = ["fixed"]
 
 
 def fixed(request: AllocationRequest) -> AllocationPlan:
-    workers = [min(max(j.requested_workers, j.min_workers), j.hi) for j in request.jobs]
+    # a job of ranks: its max_workers rounded down to a multiple of them (min_workers and requested_workers are)
+    workers = [min(max(j.requested_workers, j.min_workers), j.hi - j.hi % j.ranks) for j in request.jobs]
     used = sum(workers) + sum(j.main_cores for j in request.jobs)
     note = "as its script asked"
     over = []

@@ -2,8 +2,8 @@
 
 Phase 1 finds the highest level ``L`` such that every job can reach ``min(L, its best reachable
 share)`` at once within the core and memory budgets, giving each job the fewest workers that reach it
-(a binary search over the levels the curves take; a higher level never needs fewer workers, so
-feasibility is monotone).  Phase 2 spends the cores left over one at a time by objective gain, as
+(a job of several ranks, ``JobDemand.ranks``: the fewest multiples of them), by a binary search over the
+levels the curves take (a higher level never needs fewer workers, so feasibility is monotone).  Phase 2 spends the cores left over one at a time by objective gain, as
 ``greedy`` does.  The hysteresis threshold applies only in phase 2, which never takes a job below the
 share phase 1 gave it: fairness comes first.
 """
@@ -22,9 +22,10 @@ __all__ = ["maxmin"]
 
 
 def _shares(job: JobDemand) -> list[float]:
-    """Running maximum of the normalised curve over ``min_workers..hi`` (index 0 = min_workers)."""
+    """Running maximum of the normalised curve over the counts ``min_workers..hi`` a job of its ranks may have
+    (multiples of them: index ``i`` is ``min_workers + i * ranks``)."""
     peak = job.peak
-    norm = [t / peak if peak > 0 else 1.0 for t in job.curve[job.min_workers : job.hi + 1]]
+    norm = [t / peak if peak > 0 else 1.0 for t in job.curve[job.min_workers : job.hi + 1 : job.ranks]]
     return list(accumulate(norm, max))
 
 
@@ -46,7 +47,7 @@ def maxmin(request: AllocationRequest) -> AllocationPlan:
     prefix = [_shares(j) for j in jobs]
 
     def need(level: float) -> list[int]:
-        return [j.min_workers + bisect_left(p, min(level, p[-1])) for j, p in zip(jobs, prefix, strict=True)]
+        return [j.min_workers + j.ranks * bisect_left(p, min(level, p[-1])) for j, p in zip(jobs, prefix, strict=True)]
 
     def fits(workers: list[int]) -> bool:
         mem = sum(w * j.mem_per_worker_mb for w, j in zip(workers, jobs, strict=True))
@@ -62,9 +63,9 @@ def maxmin(request: AllocationRequest) -> AllocationPlan:
             best, lo = w, mid + 1
         else:
             hi = mid - 1
-    level = min((p[w - j.min_workers] for j, p, w in zip(jobs, prefix, best, strict=True)), default=1.0)
+    level = min((p[(w - j.min_workers) // j.ranks] for j, p, w in zip(jobs, prefix, best, strict=True)), default=1.0)
     values = [
-        _at_least(j, penalised_values(j, request), p[w - j.min_workers])
+        _at_least(j, penalised_values(j, request), p[(w - j.min_workers) // j.ranks])
         for j, p, w in zip(jobs, prefix, best, strict=True)
     ]
     workers = fill_by_gain(request, list(best), values)

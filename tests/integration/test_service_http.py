@@ -597,6 +597,20 @@ def test_a_finish_a_revived_job_and_a_node_s_new_budgets_each_ask_for_a_debounce
             assert f'adlrec_recomputes_total{{trigger="{trigger}"}} 1' in metrics, trigger
 
 
+@pytest.mark.parametrize("configured", [True, False])
+def test_a_node_first_seen_in_a_registration_gets_the_configured_budgets_else_the_machine_s(tmp_path, configured):
+    """service_node_cores / service_node_memory_mb (docs/service.md); at 0, their default, this machine's."""
+    import psutil
+
+    budgets = (5, 777) if configured else (0, 0)
+    settings = service_settings(tmp_path, service_node_cores=budgets[0], service_node_memory_mb=budgets[1])
+    with LiveServer(create_app(settings, start_scheduler=False)) as srv, httpx.Client(base_url=srv.url) as http:
+        register(http, "fresh", "fresh-a", STEEP)
+        node = http.get("/nodes/fresh").json()
+    machine = (os.cpu_count(), psutil.virtual_memory().total // 2**20)
+    assert (node["cores"], node["memory_mb"]) == (budgets if configured else machine)
+
+
 def test_putting_a_node_again_changes_its_budgets_and_the_list_shows_each_node_s_plan(service):
     http, _ = service
     first = http.put("/nodes/bud", json={"cores": 6, "memory_mb": 8000}, headers=AUTH).json()

@@ -11,7 +11,7 @@ from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import AnalyticModel, InterpModel, LearnedModel
 from adlrec.service import create_app
 from adlrec.tracking import ModelRegistry
-from tests.factories import register_model_of_other_features, synthetic_profiles
+from tests.factories import register_model_of_other_features, register_scripted_champion, synthetic_profiles
 from tests.service_helpers import PROBE, LiveServer, ManualClock, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
@@ -100,9 +100,17 @@ def _champion_of_other_features(registry, curves, settings) -> None:
     register_model_of_other_features(registry, curves)
 
 
+def _champion_predicting_nan(registry, curves, settings) -> None:
+    register_scripted_champion(registry, curves, (100.0, float("nan"), 200.0))  # NaN at 1 worker, a test probe's count
+
+
 @pytest.mark.parametrize(
     ("break_champion", "why"),
-    [(_unpicklable_champion, "cannot be loaded"), (_champion_of_other_features, "cannot predict a test probe")],
+    [
+        (_unpicklable_champion, "cannot be loaded"),
+        (_champion_of_other_features, "cannot predict a test probe"),
+        (_champion_predicting_nan, "cannot predict a test probe: ValueError: expected 4 finite throughputs"),
+    ],
 )
 def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until_one_it_can(
     tmp_path, break_champion, why
@@ -133,8 +141,51 @@ def test_a_champion_the_service_cannot_use_leaves_it_on_the_analytic_model_until
         assert http.get("/jobs/b-a").json()["curve_source"] == "adlrec-throughput v2"
 
 
-def test_a_champion_that_cannot_be_loaded_is_not_loaded_again_until_the_alias_moves(tmp_path):
-    """docs/service.md: that version is not tried again (each try downloads and unpickles it, at every tick)."""
+def test_a_champion_predicting_below_zero_or_not_finite_at_some_counts_is_read_as_no_throughput_there(tmp_path):
+    """The test probe a champion must predict (finite at 0, 1, 2 and 64 workers) lets through a model adlrec did
+    not fit that predicts below 0, NaN or an infinity at other counts: each such count reads as no throughput (0),
+    so the registration is a 201 with a curve the allocator takes, its peak where the model put it."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    nan, inf = float("nan"), float("inf")
+    register_scripted_champion(registry, curves, (100.0, 150.0, 200.0, -50.0, nan, inf, -inf, 300.0))
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        assert http.get("/model").json()["version"] == "1"  # it passed the test probe
+        body = {"job_id": "odd-a", "node": "odd", "probe": PROBE, "max_workers": 7}
+        r = http.post("/jobs", json=body, headers=AUTH)
+        assert r.status_code == 201, r.text
+        assert r.json()["curve_source"] == "adlrec-throughput v1"
+        assert r.json()["predicted"] == [100.0, 150.0, 200.0, 0.0, 0.0, 0.0, 0.0, 300.0]
+        r = http.post("/plans/recompute", headers=AUTH)
+        assert r.status_code == 200, r.text
+        (plan,) = [p for p in r.json()["plans"] if p["node"] == "odd"]
+        assert plan["workers"] == {"odd-a": 7}  # 8 cores, 1 for its main process: its peak
+
+
+def test_a_champion_moved_to_a_version_the_service_cannot_use_predicts_the_jobs_again_analytically(tmp_path):
+    """The service falls back to the analytic model (docs/service.md): the active jobs' curves follow it, so no job
+    keeps a curve of the model no longer in use while GET /model says analytic."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    curves = curves_from_profiles(synthetic_profiles(workloads=4))
+    fit_and_register(curves, {"kind": "interp"}, registry, sources="test")
+    analytic = pytest.approx(list(AnalyticModel().predict(ProbeFeatures(**PROBE), range(7))))
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        body = {"job_id": "u-a", "node": "u", "probe": PROBE, "max_workers": 6}
+        assert http.post("/jobs", json=body, headers=AUTH).json()["curve_source"] == "adlrec-throughput v1"
+        register_model_of_other_features(registry, curves)  # v2 @champion: it loads, it cannot predict
+        info = http.post("/model/refresh", headers=AUTH).json()
+        assert info["source"] == "analytic" and "v2 (@champion)" in info["note"], info
+        job = http.get("/jobs/u-a").json()
+        assert job["curve_source"] == "analytic" and job["predicted"] == analytic
+
+
+def test_a_champion_that_cannot_be_loaded_is_not_loaded_again_until_the_alias_moves(tmp_path, caplog):
+    """docs/service.md: that version is not tried again (each try downloads and unpickles it, at every tick); the
+    error is logged once, as an error, and GET /model's note keeps saying why."""
+    import logging
+
     from adlrec.service.predictor import Predictor
 
     settings = service_settings(tmp_path)
@@ -142,10 +193,14 @@ def test_a_champion_that_cannot_be_loaded_is_not_loaded_again_until_the_alias_mo
     curves = curves_from_profiles(synthetic_profiles(workloads=4))
     _unpicklable_champion(registry, curves, settings)
     predictor = Predictor(settings.resolved_tracking_uri, settings.artifact_root)
-    assert predictor.refresh() is False and predictor.info.source == "analytic"
-    loads, load = [], predictor._registry.load
-    predictor._registry.load = lambda alias: loads.append(alias) or load(alias)
-    assert predictor.refresh() is False and loads == []  # still v1 @champion: not tried again
+    with caplog.at_level(logging.INFO, logger="adlrec.service"):
+        assert predictor.refresh() is False and predictor.info.source == "analytic"
+        loads, load = [], predictor._registry.load
+        predictor._registry.load = lambda alias: loads.append(alias) or load(alias)
+        assert predictor.refresh() is False and loads == []  # still v1 @champion: not tried again
+    assert "v1 (@champion)" in predictor.info.note and "cannot be loaded" in predictor.info.note
+    said = [r.levelname for r in caplog.records if "analytic fallback" in r.getMessage()]
+    assert said == ["ERROR"], caplog.messages
     registry.set_champion(fit_and_register(curves, {"kind": "interp"}, registry, sources="test").version)
     assert predictor.refresh() is True and loads == ["champion"] and predictor.info.version == "2"
 
@@ -253,6 +308,9 @@ def test_a_registry_that_stops_answering_keeps_the_model_in_use_and_the_jobs_cur
         assert job["curve_source"] == "adlrec-throughput v1" and job["predicted"] == before["predicted"]
 
         predictor._registry.client = working  # the registry answers again
-        back = http.post("/model/refresh", headers=AUTH).json()
+        with caplog.at_level(logging.INFO, logger="adlrec.service"):
+            back = http.post("/model/refresh", headers=AUTH).json()
+            assert http.post("/model/refresh", headers=AUTH).json() == back
         assert back["version"] == "1" and back["note"] == ""
+        assert sum("the registry answers again" in m for m in caplog.messages) == 1  # once, not at every refresh
         assert http.get("/jobs/r-a").json()["predicted"] == before["predicted"]

@@ -1,5 +1,7 @@
 """Every plan of every policy respects every constraint (``fixed`` only the per-job bounds, by design)."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 
@@ -82,3 +84,16 @@ def test_requests_that_cannot_fit_are_refused(name):
 def test_no_jobs_gives_an_empty_plan(name):
     plan = POLICIES[name](AllocationRequest(cores=4, memory_mb=0, jobs=()))
     assert plan.workers == {} and plan.objective == 0.0
+
+
+@pytest.mark.parametrize("name", BUDGETED)
+def test_a_refused_request_says_what_does_not_fit(name):
+    # 2 main processes and 3 minimum workers on 4 cores; then 3 minimum workers of 100 MB in 250 MB
+    jobs = (JobDemand("a", (1.0, 2.0, 3.0), min_workers=2), JobDemand("b", (1.0, 2.0), min_workers=1))
+    with pytest.raises(InfeasibleRequest) as cores:
+        POLICIES[name](AllocationRequest(cores=4, memory_mb=0, jobs=jobs))
+    assert str(cores.value) == "4 cores cannot hold the jobs' 2 main processes and 3 minimum workers"
+    jobs = tuple(replace(j, mem_per_worker_mb=100) for j in jobs)
+    with pytest.raises(InfeasibleRequest) as memory:
+        POLICIES[name](AllocationRequest(cores=5, memory_mb=250, jobs=jobs))
+    assert str(memory.value) == "minimum workers need 300 MB, only 250 MB available"

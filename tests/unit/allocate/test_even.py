@@ -80,3 +80,19 @@ def test_a_job_whose_worker_does_not_fit_memory_does_not_stop_the_others():
     a = JobDemand("a", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=500)
     b = JobDemand("b", (0.0, 1.0, 2.0, 3.0), mem_per_worker_mb=100)
     assert even(AllocationRequest(cores=8, memory_mb=700, jobs=(a, b))).workers == {"a": 1, "b": 2}
+
+
+def test_even_ignores_gpus():
+    # a job on 4 GPUs and a job on 1 split the cores evenly (proportional would give 4 to 1)
+    a = JobDemand("a", tuple(float(w) for w in range(9)), gpus=4)
+    b = JobDemand("b", tuple(float(w) for w in range(9)), gpus=1)
+    assert even(AllocationRequest(cores=2 + 6, memory_mb=0, jobs=(a, b))).workers == {"a": 3, "b": 3}
+
+
+def test_a_tie_goes_to_the_earlier_job_whichever_got_its_share_first():
+    # b starts at its minimum of 1; a's first worker brings it level with b, and the tie for the next core goes
+    # to a, the earlier job, not to the one that has waited longer in the queue
+    a = JobDemand("a", tuple(float(w) for w in range(9)))
+    b = JobDemand("b", tuple(float(w) for w in range(9)), min_workers=1)
+    for policy in (even, proportional):
+        assert policy(AllocationRequest(cores=2 + 3, memory_mb=0, jobs=(a, b))).workers == {"a": 2, "b": 1}

@@ -58,3 +58,23 @@ def test_a_job_whose_curve_is_zero_is_at_its_fair_share_and_gets_no_spare_core()
     plan = maxmin(AllocationRequest(cores=2 + 2, memory_mb=0, jobs=(z, a)))
     assert plan.workers == {"z": 0, "a": 1}
     assert all("fair level 100% of peak" in r for r in plan.reasons.values())
+
+
+def test_the_cores_left_after_the_fair_level_go_by_gain():
+    # 3 worker cores: 100% for both needs 4, so the level is 50% (1 worker each); the third core goes by gain,
+    # to a (a tie: the earlier job), not left idle
+    a = JobDemand("a", (0.0, 5.0, 10.0))
+    b = JobDemand("b", (0.0, 5.0, 10.0))
+    plan = maxmin(AllocationRequest(cores=2 + 3, memory_mb=0, jobs=(a, b)))
+    assert plan.workers == {"a": 2, "b": 1}
+    assert all("fair level 50% of peak, then gain" in r for r in plan.reasons.values())
+
+
+def test_the_switching_cost_keeps_no_job_below_its_own_fair_share_even_above_the_level():
+    # the level is b's 50% (its max_workers); a reaches 100% with 1 worker. a runs 2 now (80%): keeping them gains
+    # 0.1 net of the 0.3 switching cost, and 80% is above the level, but below a's own fair share
+    a = JobDemand("a", (0.0, 10.0, 8.0), current_workers=2)
+    b = JobDemand("b", (0.0, 1.0, 2.0, 3.0, 4.0), max_workers=2)
+    plan = maxmin(AllocationRequest(cores=2 + 4, memory_mb=0, jobs=(a, b), threshold=0.3))
+    assert plan.workers == {"a": 1, "b": 2}
+    assert all("fair level 50% of peak" in r for r in plan.reasons.values())

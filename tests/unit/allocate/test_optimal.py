@@ -161,3 +161,33 @@ def test_the_memory_tables_stay_within_memory_cells_at_the_edge():
     unit = optimal_module.memory_unit(request)
     assert (len(jobs) + 1) * (request.worker_cores + 1) * (65_535 // unit + 1) <= optimal_module.MEMORY_CELLS
     assert unit == 4
+
+
+def test_an_exact_memory_dp_says_exact():
+    a = JobDemand("a", (0.0, 5.0, 9.0, 12.0), mem_per_worker_mb=300)
+    b = JobDemand("b", (0.0, 4.0, 8.0, 12.0), mem_per_worker_mb=100)
+    plan = optimal(AllocationRequest(cores=6, memory_mb=700, jobs=(a, b), objective="throughput"))
+    assert all(r.endswith("; exact optimum (DP over cores and memory)") for r in plan.reasons.values())
+
+
+def test_coarse_memory_steps_round_each_jobs_memory_up_so_the_plan_fits():
+    # one memory cell per table: 4 MB in one step of 4 MB. One 3 MB worker fits; two need 6 MB, 1.5 steps,
+    # which rounded down would be the 1 step there is
+    job = JobDemand("a", (0.0, 1.0, 2.0, 3.0, 4.0), mem_per_worker_mb=3)
+    request = AllocationRequest(cores=1 + 4, memory_mb=4, jobs=(job,), objective="throughput")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(optimal_module, "MEMORY_CELLS", 1)
+        assert optimal_module.memory_unit(request) == 4
+        plan = optimal(request)
+    assert plan.workers == {"a": 1} and plan.memory_used_mb == 3
+
+
+def test_jobs_allowed_more_workers_than_there_are_cores_when_memory_binds():
+    # the service's default max_workers (32) on a node of 8 cores (6 for workers) where memory binds: b's one
+    # worker takes 1000 of the 1060 MB, a's 10 MB workers take the rest of the cores; counts past the cores
+    # are not tried (they cost the DP time, and did not fit its tables)
+    b = JobDemand("b", tuple(10.0 * w for w in range(33)), mem_per_worker_mb=1000)
+    a = JobDemand("a", tuple(float(w) for w in range(33)), mem_per_worker_mb=10)
+    plan = optimal(AllocationRequest(cores=8, memory_mb=1060, jobs=(b, a), objective="throughput"))
+    assert "cores and memory" in plan.reasons["a"]
+    assert plan.workers == {"b": 1, "a": 5} and plan.memory_used_mb == 1050

@@ -147,3 +147,13 @@ def test_a_job_of_ranks_is_not_given_a_step_past_its_max_workers(policy):
     # 2 ranks, between 2 and 3 workers: another step of 2 would make 4, so 2 it is, cores to spare
     job = JobDemand("ddp", lockstep_curve([1.0, 2.0, 3.0], 2), main_cores=2, ranks=2, min_workers=2, max_workers=3)
     assert POLICIES[policy](AllocationRequest(cores=10, memory_mb=0, jobs=(job,))).workers == {"ddp": 2}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_gives_a_job_of_ranks_a_multiple_whatever_its_curve_and_max_workers(policy):
+    """A JobDemand's curve need not be a lockstep one, nor its max_workers a multiple of its ranks (adlrec's own
+    callers build both so): maxmin gave this 2-rank job 1 worker, where its curve peaks, and fixed its 3."""
+    job = JobDemand("d", (0.0, 10.0, 10.0, 10.0, 10.0), ranks=2, main_cores=2, requested_workers=4, max_workers=3)
+    for cores in (3, 5, 8):
+        plan = POLICIES[policy](AllocationRequest(cores=cores, memory_mb=0, jobs=(job,)))
+        assert plan.workers["d"] in {0, 2}, (cores, plan.workers)
