@@ -151,3 +151,24 @@ def register_scripted_champion(registry, curves, curve) -> str:
     _, version = registry.register(ScriptedModel(curve), cross_validate({"kind": "analytic"}, curves), params={})
     registry.set_champion(version)
     return version
+
+
+class NarrowModel(ScriptedModel):
+    """A :class:`ScriptedModel` that raises on a probe of another device than the test probe's (cuda): as a model
+    trained on GPU profiles alone, encoding the device kinds it saw, might (one registered by hand)."""
+
+    kind = "narrow"
+
+    def predict(self, f, workers):
+        if f.device_kind != "cuda":
+            raise ValueError(f"unknown device_kind {f.device_kind!r}: trained on cuda only")
+        return super().predict(f, workers)
+
+
+def register_narrow_champion(registry, curves, curve) -> str:
+    """Register, as the champion, a :class:`NarrowModel` predicting ``curve``; returns its version."""
+    from adlrec.predict.evaluate import cross_validate
+
+    _, version = registry.register(NarrowModel(curve), cross_validate({"kind": "analytic"}, curves), params={})
+    registry.set_champion(version)
+    return version

@@ -123,12 +123,31 @@ class Predictor:
         workers = list(range(max_workers + 1))
         with self._lock:
             pyfunc, info = self._pyfunc, self._info
+        source = info.source
         if pyfunc is None:
             curve = AnalyticModel().predict(features, workers)
         else:
-            import pandas as pd
-
-            rows = pd.DataFrame([features.to_dict() | {"workers": w} for w in workers])
-            curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+            try:
+                curve = _predict_rows(pyfunc, features, workers)
+            except Exception as exc:  # it predicted the test probe, not this one: the job still registers
+                log.error(
+                    "throughput model: %s failed on a probe (%s: %s); the analytic model predicts that job",
+                    info.source,
+                    type(exc).__name__,
+                    first_line(exc),
+                )
+                curve = AnalyticModel().predict(features, workers)
+                source = f"analytic ({info.source} failed on this probe: {type(exc).__name__})"
         curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
-        return tuple(float(t) for t in curve), info.source
+        return tuple(float(t) for t in curve), source
+
+
+def _predict_rows(pyfunc: Any, features: ProbeFeatures, workers: list[int]) -> np.ndarray:
+    """The registered model's throughput at each count; raises unless it gives one number per count."""
+    import pandas as pd
+
+    rows = pd.DataFrame([features.to_dict() | {"workers": w} for w in workers])
+    curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+    if curve.shape != (len(workers),):
+        raise ValueError(f"expected {len(workers)} throughputs, got an array of shape {curve.shape}")
+    return curve

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import pytest
 
@@ -11,7 +13,12 @@ from adlrec.predict.fit import fit_and_register
 from adlrec.predict.models import AnalyticModel, InterpModel, LearnedModel
 from adlrec.service import create_app
 from adlrec.tracking import ModelRegistry
-from tests.factories import register_model_of_other_features, register_scripted_champion, synthetic_profiles
+from tests.factories import (
+    register_model_of_other_features,
+    register_narrow_champion,
+    register_scripted_champion,
+    synthetic_profiles,
+)
 from tests.service_helpers import PROBE, LiveServer, ManualClock, service_settings
 
 AUTH = {"Authorization": "Bearer s3cret"}
@@ -161,6 +168,31 @@ def test_a_champion_predicting_below_zero_or_not_finite_at_some_counts_is_read_a
         assert r.status_code == 200, r.text
         (plan,) = [p for p in r.json()["plans"] if p["node"] == "odd"]
         assert plan["workers"] == {"odd-a": 7}  # 8 cores, 1 for its main process: its peak
+
+
+def test_a_champion_that_fails_on_one_jobs_probe_predicts_the_others_and_that_one_is_predicted_analytically(
+    tmp_path, caplog
+):
+    """A champion passes the test probe (cuda) and raises on another job's probe (emulate): its POST /jobs was an
+    HTTP 500, so the job could not register and its training ran unmanaged."""
+    settings = service_settings(tmp_path)
+    registry = ModelRegistry(settings.resolved_tracking_uri, settings.artifact_root)
+    register_narrow_champion(registry, curves_from_profiles(synthetic_profiles(workloads=4)), (100.0, 150.0, 200.0))
+    with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        cuda = http.post("/jobs", json={"job_id": "n-a", "node": "n", "probe": PROBE, "max_workers": 6}, headers=AUTH)
+        assert cuda.status_code == 201 and cuda.json()["curve_source"] == "adlrec-throughput v1", cuda.text
+        with caplog.at_level(logging.ERROR, logger="adlrec.service"):
+            body = {"job_id": "n-b", "node": "n", "probe": PROBE | {"device_kind": "emulate"}, "max_workers": 6}
+            other = http.post("/jobs", json=body, headers=AUTH)
+        assert other.status_code == 201, other.text
+        assert other.json()["curve_source"] == "analytic (adlrec-throughput v1 failed on this probe: ValueError)"
+        emulated = ProbeFeatures(**PROBE | {"device_kind": "emulate"})
+        assert other.json()["predicted"] == pytest.approx(list(AnalyticModel().predict(emulated, range(7))))
+        assert [r.getMessage() for r in caplog.records] == [
+            "throughput model: adlrec-throughput v1 failed on a probe (ValueError: unknown device_kind 'emulate': "
+            "trained on cuda only); the analytic model predicts that job"
+        ]
+        assert http.post("/plans/recompute", headers=AUTH).status_code == 200
 
 
 def test_a_champion_moved_to_a_version_the_service_cannot_use_predicts_the_jobs_again_analytically(tmp_path):
