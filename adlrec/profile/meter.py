@@ -119,6 +119,7 @@ def measure(
     warmup_batches: int,
     clock: Callable[[], float] = time.perf_counter,
     what: str = "the dataset",
+    step_what: str = "the training step",
     exclude: frozenset[int] = frozenset(),
 ) -> Measurement:
     """Run ``step`` over ``batches`` until the rate is stable or ``budget_s`` of window is spent.
@@ -167,7 +168,7 @@ def measure(
         except JobContractError:
             raise
         except (Exception, SystemExit) as exc:
-            raise JobContractError(f"the training step raised {describe_error(exc)}") from exc
+            raise JobContractError(f"{step_what} raised {describe_error(exc)}") from exc
         now = clock()
         durations.append(now - last)
         waits.append(got - last)

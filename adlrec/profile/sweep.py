@@ -118,6 +118,7 @@ class JobBench:
             warmup_s=s.warmup_s,
             warmup_batches=warmup_batches,
             what=f"{self.job.path.name}: the dataset",
+            step_what=f"{self.job.path.name}: the training step (forward, loss_fn, backward, optimizer step)",
             exclude=self._foreign,
         )
 

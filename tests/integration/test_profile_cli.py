@@ -142,6 +142,28 @@ BAD_JOBS = {
 }
 
 
+def test_a_training_step_that_raises_is_named_with_the_model_py_it_is_in(tmp_path, store):
+    # it said "the training step raised ...", naming no file, where a dataset's error named model.py
+    path = tmp_path / "shapes.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            PARAMS = {"batch_size": 2}
+            def build_dataset(cfg): return [(torch.zeros(4), torch.zeros(1))] * 8
+            def build_model(cfg): return torch.nn.Linear(5, 1)
+            def loss_fn(out, target): return (out - target).pow(2).mean()
+            """
+        )
+    )
+    result = cli("profile", str(path), "--device", "cpu", *FAST[2:], *store_args(store))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        "adlrec: error: shapes.py: the training step (forward, loss_fn, backward, optimizer step) raised RuntimeError: "
+        "mat1 and mat2 shapes cannot be multiplied"
+    ), result.stderr
+
+
 @pytest.mark.parametrize("kind", sorted(BAD_JOBS))
 def test_bad_model_py_exits_2_with_one_line_and_leaves_no_run(tmp_path, store, kind):
     path = tmp_path / "model.py"
