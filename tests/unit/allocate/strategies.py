@@ -1,4 +1,5 @@
-"""Hypothesis strategies for small, always-feasible allocation requests (non-concave curves included)."""
+"""Hypothesis strategies for small, always-feasible allocation requests (non-concave curves included, and jobs
+of several ranks: their minimum and requested totals multiples of the ranks, their curves and maximum any)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ def jobs(draw, index: int, max_len: int = 6) -> JobDemand:
     # integer-valued curves: arbitrary shapes (dips, plateaus, late jumps) and exact ties
     curve = tuple(float(x) for x in draw(st.lists(st.integers(0, 40), min_size=1, max_size=max_len)))
     top = len(curve) - 1
-    lo = draw(st.integers(0, min(2, top)))
+    ranks = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    lo = ranks * draw(st.integers(0, min(2, top) // ranks))
     hi = draw(st.one_of(st.none(), st.integers(lo, top)))
     return JobDemand(
         job_id=f"j{index}",
@@ -23,8 +25,9 @@ def jobs(draw, index: int, max_len: int = 6) -> JobDemand:
         max_workers=hi,
         mem_per_worker_mb=draw(st.sampled_from([0, 1, 2, 3, 4, 6])),
         current_workers=draw(st.one_of(st.none(), st.integers(0, top))),
-        requested_workers=draw(st.integers(0, 10)),
+        requested_workers=ranks * draw(st.integers(0, 10 // ranks)),
         main_cores=draw(st.integers(0, 2)),
+        ranks=ranks,
     )
 
 

@@ -24,7 +24,7 @@ def test_budgeted_policies_respect_cores_memory_and_bounds(request):
         assert plan.cores_used == sum(w) + sum(j.main_cores for j in request.jobs) <= request.cores, name
         assert plan.memory_used_mb == sum(x * j.mem_per_worker_mb for x, j in zip(w, request.jobs, strict=True))
         assert plan.memory_used_mb <= request.memory_mb, name
-        assert all(j.min_workers <= x <= j.hi for x, j in zip(w, request.jobs, strict=True)), name
+        assert all(j.min_workers <= x <= j.hi and x % j.ranks == 0 for x, j in zip(w, request.jobs, strict=True)), name
         assert plan.objective == pytest.approx(objective_value(request, plan.workers))
         assert plan.throughput == {j.job_id: j.curve[plan.workers[j.job_id]] for j in request.jobs}
         assert plan.policy == name and set(plan.reasons) == set(plan.workers)
@@ -34,8 +34,8 @@ def test_budgeted_policies_respect_cores_memory_and_bounds(request):
 @given(requests())
 def test_fixed_gives_what_scripts_ask_within_bounds_only(request):
     plan = fixed(request)
-    for j in request.jobs:
-        assert plan.workers[j.job_id] == min(max(j.requested_workers, j.min_workers), j.hi)
+    for j in request.jobs:  # a job of ranks: its bound is the largest multiple of them up to max_workers
+        assert plan.workers[j.job_id] == min(max(j.requested_workers, j.min_workers), j.hi - j.hi % j.ranks)
 
 
 def test_fixed_oversubscribes_and_says_so():
