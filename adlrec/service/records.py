@@ -44,7 +44,7 @@ class JobSpec:
     job_id: str
     node: str
     curve: tuple[float, ...]  # predicted samples/s for w = 0..len(curve)-1 (explicit, or from the model)
-    curve_source: str  # "explicit", "analytic", or "adlrec-throughput v<N>"
+    curve_source: str  # "explicit", "analytic", "adlrec-throughput v<N>", or "analytic (... failed on this probe: E)"
     features: dict[str, Any] | None = None  # the probe features it was predicted from (None: explicit)
     gpus: int = 1
     weight: float = 1.0
