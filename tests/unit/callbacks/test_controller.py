@@ -192,3 +192,31 @@ def test_a_fault_in_measuring_never_ends_the_heartbeat_thread(caplog):
         c.stop()
     assert alive and len(service.registered) == 1 and service.finished == 1
     assert caplog.text.count("heartbeat failed") == 1  # once per kind
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_a_loader_at_the_services_bound_registers_as_it_is_and_one_past_it_at_the_bound(caplog):
+    service = Service()
+    with caplog.at_level(logging.WARNING, logger="adlrec.callbacks"):
+        for workers in (256, 257):
+            c = Controller(service, "n", interval_s=3600, stop_wait_s=10)
+            c.start(torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=workers))  # never iterated
+            c.stop()
+    assert [r["requested_workers"] for r in service.registered] == [256, 256]
+    said = [r.getMessage() for r in caplog.records if "the service plans at most" in r.getMessage()]
+    assert len(said) == 1 and "the loader has 257 workers; the service plans at most 256" in said[0]
+
+
+def test_a_second_runs_first_plan_is_said_as_the_change_from_its_own_loaders_count(caplog):
+    """The first run asked for 1 worker; the second run's fresh loader has 2 and its plan says 1 again: the
+    log says the change (2 -> 1), not 'no change' from the count the first run asked of its loader."""
+    service = Service([Assignment(1, 1, "active", new=True), Assignment(1, 1, "active", new=True)])
+    c = Controller(service, "n", interval_s=3600, stop_wait_s=10)
+    with caplog.at_level(logging.INFO, logger="adlrec.callbacks"):
+        for _ in range(2):
+            c.start(loader(workers=2))
+            c.beat()
+            c.stop()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("plan ")]
+    assert said == ["plan 1: 2 -> 1 DataLoader workers"] * 2
+    assert c.applied == [(1, 1), (1, 1)]
