@@ -233,6 +233,12 @@ IMPOSTORS = [  # (body, media type) of answers that are not the service's
     ),
     (b'{"job_id": "x", "workers": 1, "plan_id": 7, "assignment": {"workers": 1, "plan_id": 7}}', "application/json"),
     (b'{"job_id": 7, "assignment": {"workers": 1, "plan_id": 7, "status": "active"}}', "application/json"),
+    # a worker count that is a JSON true (Python's bool is an int: it would pass as 1 worker)
+    (
+        b'{"job_id": "x", "workers": true, "plan_id": 7, "status": "active",'
+        b' "assignment": {"workers": true, "plan_id": 7, "status": "active"}}',
+        "application/json",
+    ),
 ]
 
 
@@ -241,7 +247,7 @@ def test_answers_that_are_not_the_services_are_never_raised_and_the_last_plan_is
     and follow, or a traceback logged as an unexpected error at every call): the job keeps its last plan, as
     while the service is away, said once, and takes the service's next plan when it answers again.  One job
     per kind of answer, each meeting only its own impostor; the service started twice in all."""
-    settings = service_settings(tmp_path)
+    settings = service_settings(tmp_path, service_node_cores=32)  # a main core for each job, and workers to plan
     with LiveServer(create_app(settings)) as srv:
         port = srv.port
         clients = [ServiceClient(srv.url, token="s3cret", sleep=lambda s: None) for _ in IMPOSTORS]

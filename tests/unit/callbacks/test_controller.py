@@ -89,6 +89,22 @@ def test_throughput_is_reported_once_min_steps_were_measured_and_not_before():
     ]
 
 
+def test_by_default_a_throughput_needs_a_fifth_of_the_window_of_steps():
+    """The default window of 50 steps: a heartbeat sends a throughput once 10 steps were measured, not before."""
+    now = [0.0]
+    service = Service()
+    c = Controller(service, "n", interval_s=3600, clock=lambda: now[0])
+    c.loader = torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=2)  # never iterated
+    steps(c, now, 10)  # the origin and 9 measured steps
+    c.beat()
+    steps(c, now, 1)  # 10 measured steps
+    c.beat()
+    assert service.beats == [
+        {"throughput": None, "workers": 2, "data_wait": None},
+        {"throughput": pytest.approx(80.0), "workers": 2, "data_wait": pytest.approx(0.2)},
+    ]
+
+
 def test_a_loader_that_does_not_say_its_workers_reports_no_throughput():
     """The service refuses a throughput without the count it was measured at (422): the job would never
     be planned."""
