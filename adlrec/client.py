@@ -283,9 +283,11 @@ class ServiceClient:
             return
         self._complained.add(key)
         try:
-            detail = r.json().get("detail", r.text)
-        except ValueError:
-            detail = r.text
+            body = r.json()
+        except ValueError:  # not JSON (an HTML page)
+            body = None
+        # the service's refusals carry a detail; another program's JSON (a list, a string) is said as it is
+        detail = body.get("detail", r.text) if isinstance(body, dict) else r.text
         log.error("adlrec service refused %s: %s", key, str(detail)[:300])
 
 

@@ -442,6 +442,17 @@ def test_two_adlcallbacks_in_one_trainer_are_refused_before_either_registers(tmp
     assert jobs == [] and one.controller._thread is None and two.controller._thread is None
 
 
+def test_two_adlcallbacks_do_not_stop_a_validate_run_which_trains_nothing(tmp_path):
+    """Only ``fit`` trains: a ``validate`` with the same Trainer's callbacks starts neither, and runs."""
+    model = _tiny_module()
+    model.validation_step = lambda batch, batch_idx: None
+    one, two = (ADLCallback(url="http://127.0.0.1:9", node="n22", curve=STEEP, interval_s=3600) for _ in range(2))
+    trainer = _trainer(tmp_path, one)
+    trainer.callbacks.append(two)
+    trainer.validate(model, dataloaders=torch.utils.data.DataLoader(Pairs(), batch_size=48))
+    assert one.controller._thread is None and two.controller._thread is None
+
+
 def test_under_lightning_validation_and_epoch_ends_are_not_counted_as_waits_for_data(tmp_path):
     """Each epoch ends with 1 s of validation, while its 12 steps take about 0.2 s: counted as the wait
     before the next epoch's first batch, it made the data-wait share about 0.8."""

@@ -124,6 +124,36 @@ def test_refusals_are_logged_once_and_never_raised(tmp_path, caplog):
         )
 
 
+def _refusing(body: bytes) -> Starlette:
+    """What answers at the service's address and refuses every request (403), with a JSON ``body`` of its own."""
+
+    async def answer(request: Request) -> Response:
+        return Response(body, status_code=403, media_type="application/json")
+
+    return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'["denied"]', '["denied"]'),
+        (b'"denied"', '"denied"'),
+        (b'{"detail": "no entry"}', "no entry"),
+        (b"<html>Forbidden</html>", "<html>Forbidden</html>"),
+    ],
+)
+def test_a_refusal_whose_answer_is_not_the_services_is_said_in_one_line(caplog, body, says):
+    """A refusal with a JSON list or string (a proxy's, another program's): before, ``.get`` on it raised, and
+    the refusal was logged as an unexpected error in the client, with a traceback, the refusal itself never said."""
+    with LiveServer(_refusing(body)) as srv, ServiceClient(srv.url) as client:
+        with caplog.at_level(logging.WARNING, logger="adlrec.client"):
+            assert client.register(node="n", curve=STEEP) is None
+            assert client.register(node="n", curve=STEEP) is None  # said once
+    (record,) = caplog.records
+    assert record.levelname == "ERROR" and record.exc_info is None
+    assert record.getMessage() == f"adlrec service refused POST jobs 403: {says}"
+
+
 def test_a_new_registration_applies_the_plan_again_though_its_id_was_seen(tmp_path):
     """A second run with the same client (one ADLCallback, two fits) registers the job again; its loader
     may run at any count, so the node's plan, unchanged since the first run applied it, is new again."""
@@ -203,6 +233,12 @@ IMPOSTORS = [  # (body, media type) of answers that are not the service's
     ),
     (b'{"job_id": "x", "workers": 1, "plan_id": 7, "assignment": {"workers": 1, "plan_id": 7}}', "application/json"),
     (b'{"job_id": 7, "assignment": {"workers": 1, "plan_id": 7, "status": "active"}}', "application/json"),
+    # a worker count that is a JSON true (Python's bool is an int: it would pass as 1 worker)
+    (
+        b'{"job_id": "x", "workers": true, "plan_id": 7, "status": "active",'
+        b' "assignment": {"workers": true, "plan_id": 7, "status": "active"}}',
+        "application/json",
+    ),
 ]
 
 
@@ -211,7 +247,7 @@ def test_answers_that_are_not_the_services_are_never_raised_and_the_last_plan_is
     and follow, or a traceback logged as an unexpected error at every call): the job keeps its last plan, as
     while the service is away, said once, and takes the service's next plan when it answers again.  One job
     per kind of answer, each meeting only its own impostor; the service started twice in all."""
-    settings = service_settings(tmp_path)
+    settings = service_settings(tmp_path, service_node_cores=32)  # a main core for each job, and workers to plan
     with LiveServer(create_app(settings)) as srv:
         port = srv.port
         clients = [ServiceClient(srv.url, token="s3cret", sleep=lambda s: None) for _ in IMPOSTORS]

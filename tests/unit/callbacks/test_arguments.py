@@ -30,11 +30,18 @@ CURVE = [10.0, 50.0, 90.0]
         # Event.wait(inf) raises OverflowError in the heartbeat thread, which then never beats
         ({"interval_s": float("inf")}, ValueError, "ADLLoop: interval_s must be a finite number of seconds > 0"),
         ({"interval_s": float("nan")}, ValueError, "interval_s must be a finite number of seconds > 0"),
+        # a bool is no number of seconds (Python counts True as 1: it would pass as a 1 s interval)
+        (
+            {"interval_s": True},
+            ValueError,
+            "interval_s must be a finite number of seconds > 0 (at most 9223372036), got True",
+        ),
         ({"interval_s": 1e300}, ValueError, "(at most 9223372036), got 1e+300"),
         ({"url": "127.0.0.1:8470"}, ValueError, "url must be the service's http(s) address"),
         ({"url": "htp://127.0.0.1:8470"}, ValueError, "got 'htp://127.0.0.1:8470'"),
         ({"url": ""}, ValueError, "url must be the service's http(s) address"),
         ({"url": "http://:8470"}, ValueError, "url must be the service's http(s) address"),  # no host
+        ({"url": "//127.0.0.1:8470"}, ValueError, "url must be the service's http(s) address"),  # no scheme
         # a port given as the url: the message naming it, not urlsplit's AttributeError
         ({"url": 8470}, ValueError, "url must be the service's http(s) address, e.g. http://127.0.0.1:8470, got 8470"),
         ({"url": "http://h:abc"}, ValueError, "ADLLoop: url must have a port from 1 to 65535 (or none)"),
@@ -156,6 +163,13 @@ def test_iterate_outside_the_with_block_says_how_to_use_it():
 def test_none_means_the_services_default_and_a_one_shot_curve_is_sent_whole():
     adl = ADLLoop(Indices(8), curve=map(float, [1, 2, 3]), url="http://127.0.0.1:9", min_workers=None, gpus=None)
     assert adl.controller.registration == {"curve": [1.0, 2.0, 3.0]}
+
+
+def test_a_probe_given_as_any_mapping_is_sent_as_its_fields():
+    from types import MappingProxyType
+
+    adl = ADLLoop(Indices(8), probe=MappingProxyType(PROBE), url="http://127.0.0.1:9")
+    assert adl.controller.registration == {"probe": PROBE}
 
 
 def test_numpy_and_torch_numbers_are_sent_as_the_numbers_they_hold():

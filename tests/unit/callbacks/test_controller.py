@@ -89,6 +89,22 @@ def test_throughput_is_reported_once_min_steps_were_measured_and_not_before():
     ]
 
 
+def test_by_default_a_throughput_needs_a_fifth_of_the_window_of_steps():
+    """The default window of 50 steps: a heartbeat sends a throughput once 10 steps were measured, not before."""
+    now = [0.0]
+    service = Service()
+    c = Controller(service, "n", interval_s=3600, clock=lambda: now[0])
+    c.loader = torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=2)  # never iterated
+    steps(c, now, 10)  # the origin and 9 measured steps
+    c.beat()
+    steps(c, now, 1)  # 10 measured steps
+    c.beat()
+    assert service.beats == [
+        {"throughput": None, "workers": 2, "data_wait": None},
+        {"throughput": pytest.approx(80.0), "workers": 2, "data_wait": pytest.approx(0.2)},
+    ]
+
+
 def test_a_loader_that_does_not_say_its_workers_reports_no_throughput():
     """The service refuses a throughput without the count it was measured at (422): the job would never
     be planned."""
@@ -192,3 +208,31 @@ def test_a_fault_in_measuring_never_ends_the_heartbeat_thread(caplog):
         c.stop()
     assert alive and len(service.registered) == 1 and service.finished == 1
     assert caplog.text.count("heartbeat failed") == 1  # once per kind
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_a_loader_at_the_services_bound_registers_as_it_is_and_one_past_it_at_the_bound(caplog):
+    service = Service()
+    with caplog.at_level(logging.WARNING, logger="adlrec.callbacks"):
+        for workers in (256, 257):
+            c = Controller(service, "n", interval_s=3600, stop_wait_s=10)
+            c.start(torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=workers))  # never iterated
+            c.stop()
+    assert [r["requested_workers"] for r in service.registered] == [256, 256]
+    said = [r.getMessage() for r in caplog.records if "the service plans at most" in r.getMessage()]
+    assert len(said) == 1 and "the loader has 257 workers; the service plans at most 256" in said[0]
+
+
+def test_a_second_runs_first_plan_is_said_as_the_change_from_its_own_loaders_count(caplog):
+    """The first run asked for 1 worker; the second run's fresh loader has 2 and its plan says 1 again: the
+    log says the change (2 -> 1), not 'no change' from the count the first run asked of its loader."""
+    service = Service([Assignment(1, 1, "active", new=True), Assignment(1, 1, "active", new=True)])
+    c = Controller(service, "n", interval_s=3600, stop_wait_s=10)
+    with caplog.at_level(logging.INFO, logger="adlrec.callbacks"):
+        for _ in range(2):
+            c.start(loader(workers=2))
+            c.beat()
+            c.stop()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("plan ")]
+    assert said == ["plan 1: 2 -> 1 DataLoader workers"] * 2
+    assert c.applied == [(1, 1), (1, 1)]

@@ -68,9 +68,10 @@ def _single_node(rank: int, init: str, out: str) -> None:
     c.registration["job_id"] = "run-7"
     c.start(None)
     c.stop()
+    first = team_module._groups[0][1]
     c.start(None)  # a second fit: the ranks agree again, over the same gloo group
     c.stop()
-    groups = len(team_module._groups)
+    groups = [g is first for _, g in team_module._groups]
     dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
         json.dump({"team": c.team.__dict__, "records": records, "groups": groups}, f)
@@ -82,9 +83,10 @@ def test_on_one_node_the_job_keeps_its_given_id_and_only_the_leader_says_it_lead
     got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
     assert [g["team"]["job_id"] for g in got] == ["run-7", "run-7"]
     assert [g["team"]["leader"] for g in got] == [True, False]
-    assert [g["groups"] for g in got] == [1, 1]
+    assert [g["groups"] for g in got] == [[True], [True]]  # one group, made at the first start
     assert any("rank 0 leads the 2 ranks on node node-a as job run-7" in m for m in got[0]["records"])
     assert not any("leads" in m or "of its own" in m for m in got[1]["records"])
+    assert not any("was given" in m for g in got for m in g["records"])  # no ranks= given: none to correct
 
 
 def _one_rank_never_starts(rank: int, init: str, out: str) -> None:
@@ -141,6 +143,23 @@ def test_outside_a_process_group_there_is_no_team():
     assert form_team("node-a") is None
 
 
+def _alone(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=1)
+    team = form_team("node-a")
+    groups = len(team_module._groups)
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"team": team and team.__dict__, "groups": groups}, f)
+
+
+def test_a_process_group_of_one_rank_is_no_team(tmp_path):
+    """One process in a process group of its own: a job as any, not a team of one that makes itself a gloo
+    group and a new job id at each start."""
+    out = str(tmp_path / "rank")
+    mp.start_processes(_alone, args=(f"file://{tmp_path / 'store'}", out), nprocs=1, start_method="fork")
+    assert json.loads((tmp_path / "rank.0").read_text()) == {"team": None, "groups": 0}
+
+
 def test_a_launchers_variables_name_the_rank_before_the_process_group_is_up(monkeypatch, caplog):
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")
@@ -152,6 +171,28 @@ def test_a_launchers_variables_name_the_rank_before_the_process_group_is_up(monk
     assert c.team is None
     assert "rank 3 of 4 of a distributed run registers as a job of its own" in caplog.text
     assert "process group is not up" in caplog.text
+
+
+def test_a_launchers_variables_that_are_not_both_whole_numbers_are_no_distributed_run(monkeypatch):
+    """``int('')`` would raise in the adapter's start, into the training loop."""
+    for rank, world in (("1", ""), ("", "4"), ("1", "four")):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", world)
+        assert distributed_rank() == (0, 1)
+
+
+def test_ranks_without_a_process_group_keep_a_long_job_id_within_the_services_bound(monkeypatch, caplog):
+    """Each rank's ``-rank<r>`` is appended within the 128 characters the service takes: past them, the
+    service refused the registration and the rank trained unplanned."""
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    service = Service()
+    c = Controller(service, "n", interval_s=3600, registration={"job_id": "x" * 128, "ranks": 4}, stop_wait_s=10)
+    with caplog.at_level(logging.WARNING, logger="adlrec.callbacks"):
+        c.start(None)
+        c.stop()
+    assert service.registered == [{"job_id": "x" * 122 + "-rank3", "ranks": 1}]
+    assert "ranks=4 was given, but rank 3 registers as a job of its own: ranks=1" in caplog.text
 
 
 def test_a_single_process_says_nothing_of_ranks(monkeypatch, caplog):
@@ -168,13 +209,13 @@ def test_a_single_process_says_nothing_of_ranks(monkeypatch, caplog):
 def _ranks_given(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     records = recorded()
-    c = controller()
-    c.registration["ranks"] = 4  # the user's own count, wrong for this run: 2 ranks on this node
-    c.start(None)
+    service = Service()
+    c = Controller(service, "node-a", interval_s=60.0, registration={"ranks": 4}, stop_wait_s=10)
+    c.start(None)  # ranks=4: the user's own count, wrong for this run: 2 ranks on this node
     c.stop()
     dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
-        json.dump({"team": c.team.__dict__, "records": records}, f)
+        json.dump({"team": c.team.__dict__, "records": records, "registered": service.registered}, f)
 
 
 def test_a_ranks_argument_that_is_not_the_teams_size_is_overridden_and_said_so(tmp_path):
@@ -182,6 +223,7 @@ def test_a_ranks_argument_that_is_not_the_teams_size_is_overridden_and_said_so(t
     mp.start_processes(_ranks_given, args=(f"file://{tmp_path / 'store'}", out), nprocs=2, start_method="fork")
     got = [json.loads((tmp_path / f"rank.{r}").read_text()) for r in range(2)]
     assert [g["team"]["ranks"] for g in got] == [2, 2]
+    assert got[0]["registered"] == [{"ranks": 2, "job_id": got[0]["team"]["job_id"]}] and got[1]["registered"] == []
     said = [m for m in got[0]["records"] if "ranks=4" in m]
     assert len(said) == 1 and "2 ranks of this run on node node-a" in said[0] and "registers ranks=2" in said[0]
     assert not any("ranks=4" in m for m in got[1]["records"])  # the leader says it, once
