@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import threading
 import time
@@ -136,8 +137,8 @@ class Controller:
         self._asked = None
         self.meter = LoopMeter(self.window)  # a new registration: the service forgets what it measured, so do we
         fields = dict(self.registration)
-        workers = getattr(loader, "num_workers", None)
-        if isinstance(workers, int) and "requested_workers" not in fields:
+        workers = workers_of(loader)
+        if workers is not None and "requested_workers" not in fields:
             if workers > MAX_WORKERS:  # the service would refuse the registration, and the job go unplanned
                 log.warning(
                     "adlrec: the loader has %d workers; the service plans at most %d for a loader, so the job "
@@ -245,14 +246,12 @@ class Controller:
 
     def _follow_once(self, job_id: str, first: bool) -> None:
         """One read and apply of a follower (its caller guards it: a failed read is logged as ``follow``)."""
-        self._apply(self.client.follow(job_id, first=first), getattr(self.loader, "num_workers", None))
+        self._apply(self.client.follow(job_id, first=first), workers_of(self.loader))
 
     def beat(self) -> None:
         """One heartbeat; apply the answer if it carries a plan not applied yet."""
         stats = self.meter.stats()
-        workers = getattr(self.loader, "num_workers", None)
-        if not isinstance(workers, int):
-            workers = None  # a loader that does not say: its pace cannot be a point of the curve
+        workers = workers_of(self.loader)  # None: a loader that does not say; its pace cannot be a curve's point
         if stats is not None and (workers is None or stats.steps < self.min_steps or stats.tag not in (None, workers)):
             stats = None  # too few steps yet, or measured at the count before a resize
         answer = self._safe(
@@ -292,3 +291,13 @@ class Controller:
                     "adlrec %s failed (%s: %s); training continues", what, type(exc).__name__, exc, exc_info=exc
                 )
             return None
+
+
+def workers_of(loader: Any) -> int | None:
+    """The loader's ``num_workers`` as an int, or None where it says none.  A numpy integer (a count from a
+    config computed with numpy; DataLoader takes one) is a count too: read as none, the job registered as
+    asking for 8 and never reported its throughput, with nothing logged."""
+    workers = getattr(loader, "num_workers", None)
+    if isinstance(workers, numbers.Integral) and not isinstance(workers, bool):
+        return int(workers)
+    return None

@@ -8,6 +8,7 @@ import logging
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -103,6 +104,20 @@ def test_by_default_a_throughput_needs_a_fifth_of_the_window_of_steps():
         {"throughput": None, "workers": 2, "data_wait": None},
         {"throughput": pytest.approx(80.0), "workers": 2, "data_wait": pytest.approx(0.2)},
     ]
+
+
+def test_a_loaders_count_given_as_a_numpy_integer_is_registered_and_reported():
+    # np.int64(2) was read as no count: the job registered as asking for 8 and never reported a throughput
+    now = [0.0]
+    service = Service()
+    c = Controller(service, "n", interval_s=3600, clock=lambda: now[0], window=10, min_steps=3, stop_wait_s=10)
+    c.start(torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=np.int64(2)))  # never iterated
+    c.stop()
+    assert service.registered[0]["requested_workers"] == 2 and type(service.registered[0]["requested_workers"]) is int
+    steps(c, now, 4)
+    c.beat()
+    assert service.beats[-1] == {"throughput": pytest.approx(80.0), "workers": 2, "data_wait": pytest.approx(0.2)}
+    assert type(service.beats[-1]["workers"]) is int
 
 
 def test_a_loader_that_does_not_say_its_workers_reports_no_throughput():
