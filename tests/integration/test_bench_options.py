@@ -82,6 +82,9 @@ def test_ctrl_c_stops_a_bench_in_one_line(tmp_path):
         env=env,
         cwd=ROOT,
         start_new_session=True,
+        # as a terminal has it: CI runs the tests in the background, where SIGINT is ignored, and a child
+        # started so ignores it too (Python then installs no KeyboardInterrupt handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout.readline().endswith(": ok\n")  # a trial done: it is in the middle of the next

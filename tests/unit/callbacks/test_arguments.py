@@ -313,6 +313,9 @@ def test_ctrl_c_stops_the_training_loop_example_in_one_line(tmp_path, tiny_job_p
         text=True,
         env=env,
         start_new_session=True,
+        # as a terminal has it: CI runs the tests in the background, where SIGINT is ignored, and a child
+        # started so ignores it too (Python then installs no KeyboardInterrupt handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         seen = []
