@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.terminal import own_group
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -74,26 +76,11 @@ def test_ctrl_c_stops_a_bench_in_one_line(tmp_path):
     import signal
 
     env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "loader_soak.py"), "--trials", "1000"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        start_new_session=True,
-        # as a terminal has it: CI runs the tests in the background, where SIGINT is ignored, and a child
-        # started so ignores it too (Python then installs no KeyboardInterrupt handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
+    argv = [sys.executable, str(ROOT / "bench" / "loader_soak.py"), "--trials", "1000"]
+    with own_group(argv, env=env, cwd=ROOT) as proc:
         assert proc.stdout.readline().endswith(": ok\n")  # a trial done: it is in the middle of the next
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130, err[-2000:]
     assert err.splitlines()[-1] == "loader_soak.py: interrupted; what it had not printed yet is lost", err[-2000:]
     assert "Traceback" not in err

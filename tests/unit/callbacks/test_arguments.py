@@ -298,26 +298,16 @@ def test_ctrl_c_stops_the_training_loop_example_in_one_line(tmp_path, tiny_job_p
     traceback from wherever the loop was waiting."""
     import os
     import signal
-    import subprocess
     import sys
     from pathlib import Path
+
+    from tests.terminal import own_group
 
     path = Path(__file__).resolve().parents[3] / "examples" / "train_loop.py"
     env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
     # a service that refuses connections: its first heartbeat's warning says the loop is training
     argv = [str(tiny_job_path), "--device", "emulate:5", "--epochs", "100000", "--url", "http://127.0.0.1:9"]
-    proc = subprocess.Popen(
-        [sys.executable, str(path), *argv, "--interval", "0.2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-        # as a terminal has it: CI runs the tests in the background, where SIGINT is ignored, and a child
-        # started so ignores it too (Python then installs no KeyboardInterrupt handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
+    with own_group([sys.executable, str(path), *argv, "--interval", "0.2"], env=env) as proc:
         seen = []
         for line in proc.stderr:
             seen.append(line)
@@ -326,10 +316,6 @@ def test_ctrl_c_stops_the_training_loop_example_in_one_line(tmp_path, tiny_job_p
         assert "unreachable" in seen[-1], "".join(seen)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130, err[-2000:]
     assert err.splitlines()[-1] == "train_loop.py: interrupted" and "Traceback" not in err, err[-2000:]
     assert out == ""  # no line of what it trained: it did not finish

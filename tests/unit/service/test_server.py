@@ -252,7 +252,6 @@ def _stop_serve_group(tmp_path, sig: int, children_ready) -> tuple[int, str, lis
     and the throughputs its writer logged to MLflow."""
     import os
     import re
-    import subprocess
     import sys
     import time
 
@@ -260,18 +259,11 @@ def _stop_serve_group(tmp_path, sig: int, children_ready) -> tuple[int, str, lis
     import psutil
 
     from adlrec.tracking import LIVE_EXPERIMENT, LiveRuns
+    from tests.terminal import own_group
 
     env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true")
     cmd = [sys.executable, "-m", "adlrec.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)]
-    proc = subprocess.Popen(
-        cmd,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal has it (see 7bcd746)
-    )
-    try:
+    with own_group(cmd, stdout=None, env=env) as proc:  # SIGINT as a terminal has it (see 7bcd746)
         lines = []
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any("Uvicorn running on" in x for x in lines):
@@ -288,10 +280,6 @@ def _stop_serve_group(tmp_path, sig: int, children_ready) -> tuple[int, str, lis
             time.sleep(0.05)
         os.killpg(proc.pid, sig)
         err = "".join(lines) + proc.communicate(timeout=120)[1]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     client = LiveRuns(f"sqlite:///{tmp_path / 'mlflow.db'}").client
     (run,) = client.search_runs([client.get_experiment_by_name(LIVE_EXPERIMENT).experiment_id])
     return proc.returncode, err, kids, [m.value for m in client.get_metric_history(run.info.run_id, "throughput")]
