@@ -75,30 +75,22 @@ def steps(c: Controller, now: list[float], k: int) -> None:
         c.batch_done(8)
 
 
-def test_throughput_is_reported_once_min_steps_were_measured_and_not_before():
+@pytest.mark.parametrize(
+    "settings, needed",
+    [
+        ({"window": 10, "min_steps": 3}, 3),
+        ({}, 10),  # by default a fifth of the window of 50 steps
+    ],
+    ids=["min_steps=3", "default"],
+)
+def test_throughput_is_reported_once_min_steps_were_measured_and_not_before(settings, needed):
     now = [0.0]
     service = Service()
-    c = Controller(service, "n", interval_s=3600, clock=lambda: now[0], window=10, min_steps=3)
+    c = Controller(service, "n", interval_s=3600, clock=lambda: now[0], **settings)
     c.loader = torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=2)  # never iterated
-    steps(c, now, 3)  # the origin and 2 measured steps
+    steps(c, now, needed)  # the origin and needed - 1 measured steps
     c.beat()
-    steps(c, now, 1)  # 3 measured steps
-    c.beat()
-    assert service.beats == [
-        {"throughput": None, "workers": 2, "data_wait": None},
-        {"throughput": pytest.approx(80.0), "workers": 2, "data_wait": pytest.approx(0.2)},
-    ]
-
-
-def test_by_default_a_throughput_needs_a_fifth_of_the_window_of_steps():
-    """The default window of 50 steps: a heartbeat sends a throughput once 10 steps were measured, not before."""
-    now = [0.0]
-    service = Service()
-    c = Controller(service, "n", interval_s=3600, clock=lambda: now[0])
-    c.loader = torch.utils.data.DataLoader(Indices(16), batch_size=8, num_workers=2)  # never iterated
-    steps(c, now, 10)  # the origin and 9 measured steps
-    c.beat()
-    steps(c, now, 1)  # 10 measured steps
+    steps(c, now, 1)  # needed measured steps
     c.beat()
     assert service.beats == [
         {"throughput": None, "workers": 2, "data_wait": None},
