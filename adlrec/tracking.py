@@ -19,7 +19,7 @@ import sqlite3
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -572,15 +572,27 @@ _TEST_PROBE = {
 }
 
 
-def _check_predicts(pyfunc: Any) -> None:
-    """Raise unless ``pyfunc`` predicts a finite throughput for each row of a test probe."""
+def predict_throughputs(pyfunc: Any, probe: Mapping[str, Any], workers: Sequence[int]) -> Any:
+    """A loaded throughput model's samples/s for ``probe`` at each of ``workers`` (a numpy array); raises
+    unless it gives one number per count.  Both the registry's load check and the service's predictor ask
+    the model this way, so a model that passes the one answers the other in the same shape."""
     import numpy as np
     import pandas as pd
 
-    rows = pd.DataFrame([_TEST_PROBE | {"workers": w} for w in (0, 1, 2, 64)])
+    rows = pd.DataFrame([dict(probe) | {"workers": w} for w in workers])
     out = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
-    if out.shape != (len(rows),) or not np.all(np.isfinite(out)):
-        raise ValueError(f"expected {len(rows)} finite throughputs, got {out.tolist()}")
+    if out.shape != (len(workers),):
+        raise ValueError(f"expected {len(workers)} throughputs, got an array of shape {out.shape}")
+    return out
+
+
+def _check_predicts(pyfunc: Any) -> None:
+    """Raise unless ``pyfunc`` predicts a finite throughput for each row of a test probe."""
+    import numpy as np
+
+    out = predict_throughputs(pyfunc, _TEST_PROBE, (0, 1, 2, 64))
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"expected {len(out)} finite throughputs, got {out.tolist()}")
 
 
 @dataclass(frozen=True)

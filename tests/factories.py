@@ -172,3 +172,33 @@ def register_narrow_champion(registry, curves, curve) -> str:
     _, version = registry.register(NarrowModel(curve), cross_validate({"kind": "analytic"}, curves), params={})
     registry.set_champion(version)
     return version
+
+
+class OneRowPyfunc:
+    """An MLflow pyfunc another program registered under adlrec's model name: it answers one throughput
+    whatever the number of rows asked.  adlrec's own wrapper always answers one per row."""
+
+    def load_context(self, context) -> None:
+        pass
+
+    def predict(self, context, model_input, params=None):
+        import pandas as pd
+
+        return pd.DataFrame({"throughput": [100.0]})
+
+
+def register_one_row_champion(registry) -> str:
+    """Register, as the champion, a :class:`OneRowPyfunc` logged by plain MLflow; returns its version."""
+    import mlflow
+    import mlflow.pyfunc
+
+    from adlrec.tracking import MODEL_NAME, _uris
+
+    python_model = type("OneRow", (OneRowPyfunc, mlflow.pyfunc.PythonModel), {})
+    with _uris(registry.tracking_uri), mlflow.start_run(experiment_id=registry.models.experiment_id()):
+        info = mlflow.pyfunc.log_model(
+            name="model", python_model=python_model(), pip_requirements=[], registered_model_name=MODEL_NAME
+        )
+    version = str(info.registered_model_version)
+    registry.set_champion(version)
+    return version

@@ -127,8 +127,10 @@ class Predictor:
         if pyfunc is None:
             curve = AnalyticModel().predict(features, workers)
         else:
+            from adlrec.tracking import predict_throughputs  # loaded with the model, so mlflow already is
+
             try:
-                curve = _predict_rows(pyfunc, features, workers)
+                curve = predict_throughputs(pyfunc, features.to_dict(), workers)
             except Exception as exc:  # it predicted the test probe, not this one: the job still registers
                 log.error(
                     "throughput model: %s failed on a probe (%s: %s); the analytic model predicts that job",
@@ -140,14 +142,3 @@ class Predictor:
                 source = f"analytic ({info.source} failed on this probe: {type(exc).__name__})"
         curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
         return tuple(float(t) for t in curve), source
-
-
-def _predict_rows(pyfunc: Any, features: ProbeFeatures, workers: list[int]) -> np.ndarray:
-    """The registered model's throughput at each count; raises unless it gives one number per count."""
-    import pandas as pd
-
-    rows = pd.DataFrame([features.to_dict() | {"workers": w} for w in workers])
-    curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
-    if curve.shape != (len(workers),):
-        raise ValueError(f"expected {len(workers)} throughputs, got an array of shape {curve.shape}")
-    return curve

@@ -16,6 +16,7 @@ from adlrec.tracking import ModelRegistry
 from tests.factories import (
     register_model_of_other_features,
     register_narrow_champion,
+    register_one_row_champion,
     register_scripted_champion,
     synthetic_profiles,
 )
@@ -111,10 +112,15 @@ def _champion_predicting_nan(registry, curves, settings) -> None:
     register_scripted_champion(registry, curves, (100.0, float("nan"), 200.0))  # NaN at 1 worker, a test probe's count
 
 
+def _champion_answering_one_row(registry, curves, settings) -> None:
+    register_one_row_champion(registry)  # another program's pyfunc: one throughput for any number of rows
+
+
 @pytest.mark.parametrize(
     ("break_champion", "why"),
     [
         (_unpicklable_champion, "cannot be loaded"),
+        (_champion_answering_one_row, "cannot predict a test probe: ValueError: expected 4 throughputs, got an array"),
         (_champion_of_other_features, "cannot predict a test probe"),
         (_champion_predicting_nan, "cannot predict a test probe: ValueError: expected 4 finite throughputs"),
     ],
