@@ -58,7 +58,10 @@ def start_service(data_dir: Path, port: int, interval_s: float, live_runs: bool,
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None, limit_s: float = 120) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen | None) -> None:
+    """Wait for /health: up to 120 s for the service this bench started (its first start imports MLflow),
+    10 s for one given with --url, which is running already or not at all."""
+    limit_s = 120 if proc is not None else 10
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -69,6 +72,10 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, limit_s: float = 120) 
         except httpx.TransportError:
             pass
         time.sleep(0.2)
+    if proc is None:
+        raise SystemExit(
+            f"service_load.py: nothing answered {url}/health within {limit_s:.0f} s: is the service running there?"
+        )
     raise SystemExit(f"the service at {url} did not answer /health within {limit_s:.0f} s")
 
 

@@ -86,6 +86,24 @@ def test_ctrl_c_stops_a_bench_in_one_line(tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_service_url_nothing_answers_is_one_line_soon(tmp_path):
+    """service_load.py --url at an address nothing listens on waited the 120 s it gives a service it
+    starts itself, then said 'did not answer'."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening: connections are refused
+        env = os.environ | {"ADLREC_DATA_DIR": str(tmp_path), "MLFLOW_DISABLE_TELEMETRY": "true"}
+        argv = [sys.executable, str(ROOT / "bench" / "service_load.py"), "--url", url, "--token", "t"]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == (
+        f"service_load.py: nothing answered {url}/health within 10 s: is the service running there?"
+    ), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+
+
 def _usage_values(doc: str) -> dict[str, str]:
     """``[--flag VALUE]`` in a docstring's usage lines, where VALUE is a default (not a placeholder)."""
     import re
