@@ -488,3 +488,17 @@ def test_expected_is_what_the_plan_expected_not_what_was_measured_since(service,
     browser.get(f"{srv.url}/ui/?refresh=60")
     wait_for(browser, lambda d: "since" in rows(d), "the job")
     assert texts(browser, "tr[data-job='since'] td")[3:7] == [str(w), "80", "100", "100%"]
+
+
+def test_an_ended_jobs_page_says_what_it_last_ran_with_not_that_it_is_running(service, browser):
+    # a finished job's page said "running with 2" beside "finished": it runs nothing now
+    srv, http = service
+    register(http, "gpu-z", "done", STEEP)
+    recompute(http)
+    r = http.post("/jobs/done/heartbeat", json={"throughput": 42.0, "workers": 2}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert http.post("/jobs/done/finish", headers=AUTH).status_code == 200
+    browser.get(f"{srv.url}/ui/?refresh=60#job/done")
+    wait_for(browser, lambda d: "finished" in (text(d, "#job-detail .meta") or ""), "the finished job's page")
+    meta = text(browser, "#job-detail .meta")
+    assert "running with" not in meta and " · last ran with 2 · " in meta, meta
