@@ -402,7 +402,9 @@ function renderJob(id, job, plans) {
         (job.status !== "active" ? "in no plan"
           : a.plan_id ? `plan: ${plural(a.workers, "worker")}${each} (plan #${a.plan_id})`
           : `no plan yet: told ${plural(a.workers, "worker")}${each} (what it runs with or asked for, within its bounds)`) +
-        ` · running with ${job.reported_workers ?? "–"}${each} · asked for ${job.requested_workers}${each} · curve: ${job.curve_source}`,
+        // an ended job runs nothing: what it said last (it read "finished · ... · running with 2")
+        ` · ${job.status === "active" ? "running" : "last ran"} with ${job.reported_workers ?? "–"}${each}` +
+        ` · asked for ${job.requested_workers}${each} · curve: ${job.curve_source}`,
     ),
     h("p", { class: "why" }, job.status !== "active" ? `in no plan: the job has ${job.status}`
       : plan && has(plan.reasons, job.job_id) ? `why: ${plan.reasons[job.job_id]}` : "not in a plan yet"),

@@ -137,6 +137,15 @@ def test_root_sends_to_the_ui_and_the_ui_is_served(service):
     assert r.status_code == 307 and r.headers["location"] == "/ui/"
     page = http.get("/ui/")
     assert page.status_code == 200 and "<title>adlrec" in page.text
+    # the headers docs/service.md names: no sniffing a type; no framing by another page (clickjacking), no
+    # plugin, no <base> sending the page's relative addresses (its API) elsewhere
+    assert page.headers["x-content-type-options"] == "nosniff"
+    policy = {d.split()[0]: d.split()[1:] for d in page.headers["content-security-policy"].split("; ")}
+    assert {k: policy.get(k) for k in ("frame-ancestors", "object-src", "base-uri")} == {
+        "frame-ancestors": ["'none'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+    }, policy
     assert http.get("/ui/app.js").status_code == 200
     assert "/ui" not in str(http.get("/openapi.json").json()["paths"])  # the API documents only the API
 
@@ -268,6 +277,8 @@ def test_job_page_draws_its_curve_measurements_and_assignment(service, browser):
     assert text(browser, '[data-node="tiny"] .problem') == (
         "no plan fits: 1 core cannot hold the jobs' 2 main processes and 0 minimum workers"
     )
+    # the minimum plan uses 2 cores of 1: the bar's key names no "free: -1 cores"
+    assert texts(browser, '[data-node="tiny"] .bar-key .key') == ["training processes: 2 cores"]
 
 
 def test_jobs_get_colours_of_their_own_and_the_refresh_is_at_most_a_day(service, browser):
@@ -495,6 +506,8 @@ def test_the_page_and_what_it_links_to_work_offline_or_say_they_need_the_interne
     srv, http = service
     browser.get(f"{srv.url}/ui/?refresh=3600")
     wait_for(browser, lambda d: "policy" in (text(d, "#status") or ""), "the page read the service")
+    # a service no job came to yet says so, not that every node is idle
+    assert text(browser, "#node-list") == "no node yet: jobs appear here when they register"
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert loaded and all(u.startswith(f"{srv.url}/") for u in loaded), loaded
     links = texts(browser, "header a, footer a", "href")
@@ -551,6 +564,10 @@ def test_the_page_may_load_and_run_only_what_the_service_serves(service, browser
     wait_for(browser, lambda d: d.execute_script("return window.__blocked.length") >= 2, "both refused by the policy")
     assert browser.execute_script("return window.__ran === undefined")
     assert "http://192.0.2.1/pixel.png" in browser.execute_script("return window.__blocked")
+    # nor may it send a request to another host (here another loopback address: nothing leaves the machine)
+    browser.execute_script('fetch("http://127.0.0.2:9/elsewhere").catch(() => {})')
+    wait_for(browser, lambda d: d.execute_script("return window.__blocked.length") >= 3, "the request refused")
+    assert "http://127.0.0.2:9/elsewhere" in browser.execute_script("return window.__blocked")
 
 
 def test_the_job_title_takes_focus_without_a_focus_ring(service, browser):
@@ -605,6 +622,22 @@ def test_before_the_first_read_the_page_does_not_say_there_is_no_node(service, b
         browser.execute_cdp_cmd("Network.disable", {})
 
 
+def test_while_the_first_read_is_under_way_the_page_shows_no_empty_box(service, browser):
+    # a slow service: until its first answer the page showed an empty red error box and an empty "Job" section
+    srv, http = service
+    hold = browser.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": "window.fetch = () => new Promise(() => {});"}
+    )
+    try:
+        browser.get(f"{srv.url}/ui/?refresh=3600")
+        wait_for(browser, lambda d: d.execute_script("return document.readyState") == "complete", "the page")
+        assert text(browser, "#node-list") == "not read yet"
+        shown = "return ['error', 'job'].map(id => document.getElementById(id).checkVisibility())"
+        assert browser.execute_script(shown) == [False, False]
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": hold["identifier"]})
+
+
 def test_a_point_measured_past_the_curves_end_is_drawn_where_it_was_measured(service, browser):
     # a job that runs with more workers than its curve covers: its point was drawn at the curve's last count
     # (clamped to the axis), as if measured there
@@ -619,6 +652,8 @@ def test_a_point_measured_past_the_curves_end_is_drawn_where_it_was_measured(ser
     assert cx > last_x, (cx, last_x)
     # the axis reaches the count it was measured at, each count labelled (up to 16 of them)
     assert texts(browser, "#job .chart text.tick[text-anchor='middle']") == [str(w) for w in range(11)]
+    # the curve predicts nothing at 10 workers: its table says so with a dash (not "NaN")
+    assert texts(browser, "#job table.points tbody td")[:3] == ["10", "55", "–"]
 
 
 def test_the_plans_chart_opens_on_a_node_with_active_jobs(service, browser):
@@ -632,6 +667,9 @@ def test_the_plans_chart_opens_on_a_node_with_active_jobs(service, browser):
     browser.get(f"{srv.url}/ui/?refresh=3600")
     wait_for(browser, lambda d: texts(d, "#history-chart .legend"), "the plans chart")
     assert text(browser, "#history-chart .legend").startswith("b-busy:")
+    # and its menu shows the node the chart draws, not the first in the list
+    menu = "const s = document.getElementById('history-node'); return [s.value, s.checkVisibility()]"
+    assert browser.execute_script(menu) == ["b-busy", True]
 
 
 def visible(browser, selector):

@@ -48,6 +48,9 @@ def test_long_ids_and_node_names_wrap_and_the_page_never_scrolls_sideways(servic
     wait_for(browser, lambda d: texts(d, "#history-table tr[data-plan]"), "the plan history")
     # the id's cell kept `white-space: nowrap`: the table, and the page, were about 2,600 px wide
     assert sideways(browser) == 0
+    # and on a wide screen the ids wrap in their cells: no table needs scrolling inside its box to show its last column
+    wide = "return [...document.querySelectorAll('.scroll')].filter(e => e.scrollWidth > e.clientWidth).length"
+    assert browser.execute_script(wide) == 0
     # a phone: the tables scroll inside their own boxes, the page does not
     browser.execute_cdp_cmd(
         "Emulation.setDeviceMetricsOverride", {"width": 375, "height": 800, "deviceScaleFactor": 1, "mobile": True}
@@ -73,7 +76,7 @@ def test_small_and_huge_throughputs_and_a_curve_of_one_point_are_drawn_readably(
         headers=AUTH,
     )
     assert r.status_code == 201, r.text
-    register(http, "gpu-n", "one", [42.0])
+    register(http, "gpu-n", "one", [7.05])
     recompute(http)
     r = http.post("/jobs/tiny/heartbeat", json={"throughput": 0.0025, "workers": 2}, headers=AUTH)
     assert r.status_code == 200, r.text
@@ -108,6 +111,8 @@ def test_small_and_huge_throughputs_and_a_curve_of_one_point_are_drawn_readably(
     wait_for(browser, lambda d: text(d, "#job-title") == "Job one", "the job")
     # a curve of one point: the polyline has no length, so nothing was drawn at all
     wait_for(browser, lambda d: texts(d, "#job circle.used-dot"), "the curve's one point")
+    # a top of 7.4 (5% over the peak): four steps of 2 (three of 2.5 reach lower, but too few lines to read by)
+    assert texts(browser, "#job svg text.tick[text-anchor='end']") == ["0", "2", "4", "6", "8"]
 
 
 def read_at(browser):
@@ -182,6 +187,14 @@ def test_the_picked_job_and_a_lost_service_are_told_without_colour(service, brow
     # the picked job's row was only tinted: a screen reader is told it is the current one
     current = "return [...document.querySelectorAll('tr[aria-current=true]')].map(e => e.dataset.job)"
     assert browser.execute_script(current) == ["mine"]
+    # and seen: its row is tinted, the others not
+    tint = "return [...arguments].map(id => getComputedStyle(document.querySelector(`tr[data-job='${id}']`)).backgroundColor)"
+    mine, other = browser.execute_script(tint, "mine", "other")
+    assert mine != other and other == "rgba(0, 0, 0, 0)", (mine, other)
+    # picking another job moves the mark to its row (the nodes' cards, unchanged, were not drawn again)
+    browser.execute_script("location.hash = '#job/other'")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job other", "the other job's page")
+    assert browser.execute_script(current) == ["other"]
     # the banner that says the service cannot be read is announced when it appears
     assert browser.execute_script("return document.getElementById('error').getAttribute('role')") == "alert"
 
@@ -191,6 +204,11 @@ def test_a_job_no_plan_holds_is_not_said_to_have_a_plan(service, browser):
     register(http, "tiny", "stray", [10.0, 20.0, 30.0])  # no recompute yet (the debounce is an hour)
     told = http.get("/jobs/stray").json()["assignment"]
     assert told["plan_id"] is None and told["workers"] == 2
+    body = {"job_id": "stray-ddp", "node": "tiny", "curve": [10.0, 20.0, 30.0], "ranks": 2}
+    assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+    each = http.get("/jobs/stray-ddp").json()["assignment"]["workers"]
+    assert each > 0
+    register(http, "tiny", "zero", [0.0, 0.0, 0.0])  # a curve with no peak: no share of it
     browser.get(f"{srv.url}/ui/?refresh=60#job/stray")
     wait_for(browser, lambda d: text(d, "#job-title") == "Job stray" and texts(d, "#job .assigned-label"), "the job")
     # it said "plan: 2 workers" above "not in a plan yet", and drew "plan: 2 workers" on the chart
@@ -201,6 +219,20 @@ def test_a_job_no_plan_holds_is_not_said_to_have_a_plan(service, browser):
     # at the curve's last count the longer label still ends inside the chart
     (label,) = boxes(browser, "#job .assigned-label")
     assert label["right"] <= 620, label
+    # a job of 2 ranks no plan holds: its row counts the whole job's told workers, as a plan's count does
+    cells = texts(browser, "article.node tr[data-job='stray-ddp'] td")
+    assert cells[2] == f"{2 * each} (2 × {each})" and cells[-1] == "not in a plan yet", cells
+    assert cells[3:5] == ["–", "–"], cells  # it has not said what it runs with, nor measured anything
+    assert texts(browser, "article.node tr[data-job='zero'] td")[5:7] == ["0", "–"]
+    assert text(browser, "#history-table tbody") == "no plan yet"  # no plan at all: the table says so
+    # told 8 of a curve that ends at 10: the label, written right of the line, would run past the chart's edge
+    body = {"job_id": "near", "node": "tiny", "curve": [10.0 * w for w in range(1, 12)], "requested_workers": 8}
+    assert http.post("/jobs", json=body, headers=AUTH).status_code == 201
+    browser.get(f"{srv.url}/ui/?refresh=60#job/near")
+    wait_for(browser, lambda d: text(d, "#job-title") == "Job near" and texts(d, "#job .assigned-label"), "its page")
+    assert text(browser, "#job .assigned-label") == "told (no plan): 8 workers"
+    (label,) = boxes(browser, "#job .assigned-label")
+    assert 0 <= label["x"] and label["right"] <= 620, label
 
 
 @pytest.mark.parametrize("job_id", ["constructor", "toString"])
@@ -321,6 +353,8 @@ def test_a_plan_that_empties_a_node_says_so_in_the_plans_chart_and_table(service
     assert bar["right"] <= notes[0]["x"] < notes[0]["right"] <= notes[1]["x"] < notes[1]["right"] <= 620, (bar, notes)
     # one node: no menu to pick another
     assert browser.execute_script("return document.getElementById('history-pick').hidden")
+    # a job given 0 workers has no part of the node's bar (a sliver of its colour said it had some)
+    assert texts(browser, "article[data-node='gpu-e'] .cores .seg", "class") == ["seg mains", "seg free"]
 
 
 def as_shown(x, digits=1):
@@ -341,6 +375,7 @@ def test_the_numbers_a_user_reads_are_rounded_and_in_their_units(service, browse
     srv, http = service
     assert http.put("/nodes/gpu-u", json={"cores": 6, "memory_mb": 8000}, headers=AUTH).status_code == 200
     assert http.put("/nodes/spare", json={"cores": 1, "memory_mb": 1024}, headers=AUTH).status_code == 200
+    assert http.put("/nodes/small", json={"cores": 2, "memory_mb": 512}, headers=AUTH).status_code == 200
     register(http, "gpu-u", "steep", STEEP)
     register(http, "gpu-u", "flat", test_webapp.FLAT)
     (plan,) = recompute(http)
@@ -353,6 +388,7 @@ def test_the_numbers_a_user_reads_are_rounded_and_in_their_units(service, browse
 
     assert " · 6 cores · 7.8 GB for workers · 2 active jobs · " in text(browser, "[data-node='gpu-u'] h3 .meta")
     assert text(browser, "[data-node='spare'] h3 .meta") == " · 1 core · 1 GB for workers · 0 active jobs · no plan yet"
+    assert text(browser, "[data-node='small'] h3 .meta").startswith(" · 2 cores · 512 MB for workers · ")
     assert text(browser, "[data-node='spare'] p.empty") == "no active job"
     # job, GPUs, plan, running with, measured, expected, of peak, data wait: to a tenth, a whole percent, '–' if none
     cells = texts(browser, "tr[data-job='steep'] td")[1:8]
@@ -361,9 +397,15 @@ def test_the_numbers_a_user_reads_are_rounded_and_in_their_units(service, browse
     # the history: objective to three decimals, the cores used, and the chart's top the most workers of a plan
     history = texts(browser, f"#history-table tr[data-plan='{plan['plan_id']}'] td")
     assert history[4:6] == ["1.95", str(plan["cores_used"])], history
+    assert history[6] == ", ".join(f"{job}: {w}" for job, w in plan["workers"].items()), history
     ticks = texts(browser, "#history-chart svg text.tick")
     assert ticks[0] == str(sum(plan["workers"].values()))
     assert ticks[1] == "0" and len(ticks) == 3 and ticks[2].startswith(f"#{plan['plan_id']} "), ticks  # one plan, once
+    # the plan's column stacks its jobs' workers from 0 to its top, one on another
+    assert all(plan["workers"].values())
+    bars = sorted(boxes(browser, "#history-chart svg rect"), key=lambda b: b["y"])
+    assert len(bars) == len(plan["workers"]), bars
+    assert all(a["bottom"] == pytest.approx(b["y"]) for a, b in zip(bars, bars[1:], strict=False)), bars
 
     # the job's measured point: its row, and on the chart where 42.46 samples/s at 2 workers is
     assert texts(browser, "#job table.points tbody td") == ["2", "42.5", as_shown(job["predicted"][2]), "1", "13%"]
@@ -446,3 +488,17 @@ def test_expected_is_what_the_plan_expected_not_what_was_measured_since(service,
     browser.get(f"{srv.url}/ui/?refresh=60")
     wait_for(browser, lambda d: "since" in rows(d), "the job")
     assert texts(browser, "tr[data-job='since'] td")[3:7] == [str(w), "80", "100", "100%"]
+
+
+def test_an_ended_jobs_page_says_what_it_last_ran_with_not_that_it_is_running(service, browser):
+    # a finished job's page said "running with 2" beside "finished": it runs nothing now
+    srv, http = service
+    register(http, "gpu-z", "done", STEEP)
+    recompute(http)
+    r = http.post("/jobs/done/heartbeat", json={"throughput": 42.0, "workers": 2}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert http.post("/jobs/done/finish", headers=AUTH).status_code == 200
+    browser.get(f"{srv.url}/ui/?refresh=60#job/done")
+    wait_for(browser, lambda d: "finished" in (text(d, "#job-detail .meta") or ""), "the finished job's page")
+    meta = text(browser, "#job-detail .meta")
+    assert "running with" not in meta and " · last ran with 2 · " in meta, meta
