@@ -347,3 +347,29 @@ def test_a_job_out_of_the_plan_or_without_one_runs_what_it_reported_within_its_b
     # a finished job is no longer in its plan, though the plan still names it (until the next recompute)
     done = store.finish("a")
     assert assignment(done, plan) == Assignment("a", 2, None, FINISHED)
+
+
+def test_two_writers_registering_on_a_new_node_at_once_both_succeed(make_store):
+    """Two services on one database (and on PostgreSQL, two threads of one: no in-process lock serialises them)
+    each saw the node missing and inserted it: the second failed on its primary key, an HTTP 500 for a job."""
+    import threading
+
+    first, second = make_store(), make_store()
+    barrier, failures = threading.Barrier(2), []
+
+    def writer(store: JobStore, tag: str) -> None:
+        for i in range(30):
+            barrier.wait(timeout=60)
+            try:
+                store.register(spec(f"{tag}-{i}", node=f"new-{i}"), DEFAULT)
+                store.put_node(NodeInfo(f"put-{i}", 4, 100))
+            except Exception as exc:  # the failure under test: collected, the loop goes on in step with the other
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=writer, args=(s, tag)) for s, tag in ((first, "a"), (second, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(first.jobs()) == 60 and [n.name for n in first.nodes()].count("new-0") == 1
