@@ -260,15 +260,28 @@ class JobStore:
     # -- nodes --------------------------------------------------------------------------------
     def put_node(self, node: NodeInfo) -> NodeInfo:
         with self._begin() as c:
-            if c.execute(select(nodes_t.c.name).where(nodes_t.c.name == node.name)).first():
-                c.execute(
-                    nodes_t.update()
-                    .where(nodes_t.c.name == node.name)
-                    .values(cores=node.cores, memory_mb=node.memory_mb)
-                )
-            else:
-                c.execute(nodes_t.insert().values(name=node.name, cores=node.cores, memory_mb=node.memory_mb))
+            self._add_node(c, node, replace=True)
         return node
+
+    def _add_node(self, c: Connection, node: NodeInfo, replace: bool) -> None:
+        """Insert ``node``, or (``replace``) set the budgets of the one of that name; one statement where the
+        database has an upsert, so that another writer inserting the same node at once (a second service on
+        the database; on PostgreSQL, another thread of this one) cannot make it fail on the primary key."""
+        values = dict(name=node.name, cores=node.cores, memory_mb=node.memory_mb)
+        if self._upsert is not None:
+            ins = self._upsert(nodes_t).values(**values)
+            budgets = dict(cores=ins.excluded.cores, memory_mb=ins.excluded.memory_mb)
+            c.execute(
+                ins.on_conflict_do_update(index_elements=[nodes_t.c.name], set_=budgets)
+                if replace
+                else ins.on_conflict_do_nothing(index_elements=[nodes_t.c.name])
+            )
+        elif c.execute(select(nodes_t.c.name).where(nodes_t.c.name == node.name)).first() is None:
+            c.execute(nodes_t.insert().values(**values))
+        elif replace:
+            c.execute(
+                nodes_t.update().where(nodes_t.c.name == node.name).values(cores=node.cores, memory_mb=node.memory_mb)
+            )
 
     def node(self, name: str) -> NodeInfo:
         with self.engine.connect() as c:
@@ -291,10 +304,7 @@ class JobStore:
         """
         now = self.clock()
         with self._begin() as c:
-            if c.execute(select(nodes_t.c.name).where(nodes_t.c.name == spec.node)).first() is None:
-                c.execute(
-                    nodes_t.insert().values(name=spec.node, cores=default_node.cores, memory_mb=default_node.memory_mb)
-                )
+            self._add_node(c, NodeInfo(spec.node, default_node.cores, default_node.memory_mb), replace=False)
             old = c.execute(select(jobs_t.c.seq).where(jobs_t.c.job_id == spec.job_id)).first()
             seq = (c.execute(select(func.max(jobs_t.c.seq))).scalar() or 0) + 1
             values = dict(
