@@ -160,6 +160,11 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v", "probe": PROBE | {"ceiling": 0}}, "probe.ceiling", "greater than 0"),
         ({"node": "v", "probe": PROBE | {"fetch_extra_s": -1.0}}, "probe.fetch_extra_s", "greater than or equal to 0"),
         ({"node": "v", "probe": PROBE, "max_workers": 999}, "max_workers", "less than or equal to 256"),
+        # the store's columns hold 128 characters: a longer id or node was stored on SQLite, a 500 on PostgreSQL
+        ({"job_id": "j" * 129, "node": "v", "curve": [1.0]}, "job_id", "at most 128 characters"),
+        ({"node": "v" * 129, "curve": [1.0]}, "node", "at most 128 characters"),
+        ({"node": "v", "curve": [1.0, 2e9]}, "curve.1", "less than or equal to 1000000000"),
+        ({"node": "v", "probe": PROBE | {"fetch_extra_s": 60.0}}, "probe.fetch_extra_s", "less than 60"),
         ({"node": "v", "probe": PROBE, "max_workers": 100}, "max_workers", "above this service's limit"),
     ],
 )
@@ -795,3 +800,23 @@ def test_a_body_with_several_mistakes_hears_of_each(service):
     detail = r.json()["detail"]
     assert "gpus: " in detail and "; weight: " in detail, detail
     assert [e["field"] for e in r.json()["errors"]] == ["gpus", "weight"]
+
+
+def test_a_write_whose_client_leaves_before_its_body_ends_is_not_done(service):
+    """The body limit passed a cut body on as whole: a PUT whose JSON arrived but not the rest its Content-Length
+    promised (the client gone) declared the node."""
+    import socket
+
+    http, _ = service
+    left = 'adlrec_http_requests_total{code="499",method="PUT",route="unmatched"} 1'
+    body = b'{"cores": 4, "memory_mb": 100}'
+    head = "PUT /nodes/cut HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\n"
+    with socket.create_connection(("127.0.0.1", http.base_url.port), timeout=10) as s:
+        s.sendall(f"{head}Content-Length: {len(body) + 50}\r\n\r\n".encode() + body)
+        time.sleep(0.2)  # the service reads what came, then sees the client leave
+    deadline = time.monotonic() + 20  # a bound on waiting for the service to count it, not a timing assertion
+    while left not in http.get("/metrics").text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left in http.get("/metrics").text  # counted as a client that left (it was done, and counted 200)
+    assert http.get("/nodes/cut").status_code == 404
+    assert http.put("/nodes/cut", json={"cores": 4, "memory_mb": 100}, headers=AUTH).status_code == 200  # whole: done

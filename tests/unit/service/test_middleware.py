@@ -89,5 +89,8 @@ def test_a_client_that_leaves_mid_body_reaches_no_route():
         sent.append(msg)
 
     scope = {"type": "http", "method": "PUT", "path": "/nodes/x", "headers": [(b"content-length", b"100")]}
-    asyncio.run(BodyLimit(app, limit=1000)(scope, receive, send))
+    metrics = Metrics()
+    asyncio.run(Metered(BodyLimit(app, limit=1000), metrics)(scope, receive, send))
     assert called == [] and sent == []
+    # counted as what it was (nginx's code for a client that closed its request), not as the 500 of a bug
+    assert metrics.value("adlrec_http_requests_total", method="PUT", route="unmatched", code="499") == 1

@@ -114,7 +114,7 @@ def test_plan_ids_only_grow_and_history_pages_newest_first(make_store):
         beat(store, "a", 1000.0 * w, w)  # each measurement makes a different worker count best
         stored = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
         ids += [p.plan_id for p in stored]
-    assert ids == sorted(ids) and len(ids) == 3
+    assert ids == sorted(ids) and len(ids) == 3 and store.counts()["plans"] == 3  # what /metrics says
     page1 = store.plans(node="n1", limit=2)
     page2 = store.plans(node="n1", before=page1[-1].plan_id, limit=2)
     assert [p.plan_id for p in page1 + page2] == ids[::-1]
@@ -202,7 +202,8 @@ def test_a_failing_write_leaves_nothing_behind(make_store):
 def test_new_curves_replace_predicted_ones(make_store):
     store = make_store()
     store.register(spec("a"), DEFAULT)
-    store.update_curves({"a": ((1.0, 2.0, 3.0, 4.0), "adlrec-throughput v2"), "gone": ((1.0,), "x")})
+    # a job the store does not have (first, so that the ones after it are updated all the same) is passed over
+    store.update_curves({"gone": ((1.0,), "x"), "a": ((1.0, 2.0, 3.0, 4.0), "adlrec-throughput v2")})
     s = store.job("a").spec
     assert s.curve == (1.0, 2.0, 3.0, 4.0) and s.curve_source == "adlrec-throughput v2"
 
