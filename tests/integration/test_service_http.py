@@ -165,6 +165,12 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v" * 129, "curve": [1.0]}, "node", "at most 128 characters"),
         ({"node": "v", "curve": [1.0, 2e9]}, "curve.1", "less than or equal to 1000000000"),
         ({"node": "v", "probe": PROBE | {"fetch_extra_s": 60.0}}, "probe.fetch_extra_s", "less than 60"),
+        ({"node": "v", "probe": PROBE | {"batch_size": 0}}, "probe.batch_size", "greater than or equal to 1"),
+        ({"node": "v", "probe": PROBE | {"cores": 0}}, "probe.cores", "greater than or equal to 1"),
+        ({"node": "v", "curve": []}, "curve", "at least 1 item"),
+        ({"node": "v", "curve": [1.0], "gpus": 65}, "gpus", "less than or equal to 64"),
+        ({"node": "v", "curve": [1.0], "main_cores": 257}, "main_cores", "less than or equal to 256"),
+        ({"node": "v", "curve": [1.0], "mem_per_worker_mb": 1_048_577}, "mem_per_worker_mb", "less than or equal to"),
         ({"node": "v", "probe": PROBE, "max_workers": 100}, "max_workers", "above this service's limit"),
     ],
 )
@@ -525,6 +531,35 @@ def test_a_registration_s_every_field_is_kept_as_sent(service):
     assert {k: http.get("/jobs/kept-a").json()[k] for k in sent} == sent  # as stored, read back
 
 
+def test_a_registration_at_each_end_of_every_range_is_taken(service):
+    """The ranges' ends are in them: none of these is a client's mistake."""
+    http, _ = service
+    low = register(http, "ends", "ends-low", [0.0], gpus=0, weight=0.0, main_cores=0, requested_workers=0)
+    assert (low["gpus"], low["weight"], low["main_cores"], low["requested_workers"]) == (0, 0.0, 0, 0)
+    high = register(
+        http,
+        "ends",
+        "e" * 128,
+        [1e9] * 257,
+        ranks=64,
+        gpus=64,
+        weight=1e6,
+        main_cores=256,
+        mem_per_worker_mb=1_048_576,
+        min_workers=256,
+        max_workers=256,
+        requested_workers=256,
+    )
+    got = http.get(f"/jobs/{'e' * 128}").json()
+    for key in ("ranks", "gpus", "weight", "main_cores", "mem_per_worker_mb", "min_workers", "max_workers"):
+        assert got[key] == high[key], key
+    assert (got["ranks"], got["weight"], got["mem_per_worker_mb"], got["max_workers"]) == (64, 1e6, 1_048_576, 256)
+    big = http.put("/nodes/ends-big", json={"cores": 4096, "memory_mb": 1 << 30}, headers=AUTH)
+    assert big.status_code == 200 and big.json()["memory_mb"] == 1 << 30, big.text
+    for job_id in ("ends-low", "e" * 128):
+        assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
+
+
 def test_jobs_filter_by_each_status_and_refuse_any_other(service):
     http, clock = service
     register(http, "st", "st-a", STEEP)
@@ -677,6 +712,7 @@ def test_a_bad_heartbeat_is_a_422_that_names_the_field_and_changes_nothing(servi
         ({"cores": 2, "memory_mb": -1}, "memory_mb", "greater than or equal to 0"),
         ({"cores": 2}, "memory_mb", "Field required"),
         ({"cores": 2.0, "memory_mb": 100}, "cores", "valid integer"),
+        ({"cores": 2, "memory_mb": (1 << 30) + 1}, "memory_mb", "less than or equal to 1073741824"),
     ],
 )
 def test_a_bad_node_budget_is_a_422_that_names_the_field_and_changes_nothing(service, body, field, words):
