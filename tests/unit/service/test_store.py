@@ -374,3 +374,30 @@ def test_two_writers_registering_on_a_new_node_at_once_both_succeed(make_store):
         t.join()
     assert failures == []
     assert len(first.jobs()) == 60 and [n.name for n in first.nodes()].count("new-0") == 1
+
+
+def test_a_sqlite_file_uri_opens_its_file_and_makes_its_folder_not_one_named_file(tmp_path, monkeypatch):
+    """``sqlite:///file:/path/db?uri=true`` (SQLite's URI form, for its options) made a folder ``file:/path`` under
+    the current folder, not the store's own, and then could not open the database."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "sub" / "service.db"
+    store = JobStore(f"sqlite:///file:{path}?uri=true")
+    store.register(spec("a"), DEFAULT)
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"] and path.is_file()
+    assert [j.job_id for j in JobStore(f"sqlite:///{path}").jobs()] == ["a"]
+
+
+def test_a_store_the_service_cannot_write_to_is_refused_when_opened(tmp_path, monkeypatch):
+    """A read-only store opened, served reads, and then answered every write 503, "did not answer"."""
+    from adlrec.service.store import StoreUnavailable
+
+    monkeypatch.chdir(tmp_path)  # where a file: URI's stray folder went
+    path = tmp_path / "service.db"
+    store = JobStore(f"sqlite:///{path}")
+    store.register(spec("a"), DEFAULT)
+    store.close()
+    with pytest.raises(StoreUnavailable, match="cannot write to it: attempt to write a readonly database") as err:
+        JobStore(f"sqlite:///file:{path}?mode=ro&uri=true")
+    assert err.value.exit_code == 1 and str(err.value).count("\n") == 0
+    assert [j.job_id for j in JobStore(f"sqlite:///{path}").jobs()] == ["a"]
