@@ -284,6 +284,7 @@ def test_other_client_mistakes_are_4xx_never_500(service):
     # past SQLite's 64-bit integers: this was a 500 (OverflowError in the store)
     r = http.get(f"/plans/{2**63}")
     assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: plan_id:"), r.text
+    assert http.get("/plans", params={"before": 0}).status_code == 422  # no plan id is below 1
     r = http.get("/plans", params={"before": 2**63})
     assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: before:"), r.text
     assert http.get(f"/plans/{2**63 - 1}").status_code == 404

@@ -351,8 +351,9 @@ def test_a_job_out_of_the_plan_or_without_one_runs_what_it_reported_within_its_b
 
 
 def test_two_writers_registering_on_a_new_node_at_once_both_succeed(make_store):
-    """Two services on one database (and on PostgreSQL, two threads of one: no in-process lock serialises them)
-    each saw the node missing and inserted it: the second failed on its primary key, an HTTP 500 for a job."""
+    """On PostgreSQL two threads of one service (registrations run in FastAPI's thread pool, and no in-process lock
+    serialises them there; on SQLite, two stores on one file stand for them) each saw the node missing and inserted
+    it: the second failed on its primary key, an HTTP 500 for a job's registration."""
     import threading
 
     first, second = make_store(), make_store()
