@@ -70,6 +70,9 @@ def test_register_creates_the_node_with_default_budgets_and_keeps_order(make_sto
     assert created and a.status == ACTIVE and a.spec.curve == (10.0, 50.0, 90.0, 100.0)
     assert store.node("n1") == NodeInfo("n1", 8, 16_000)
     assert [j.job_id for j in store.jobs(status=ACTIVE)] == ["a", "b"]
+    store.put_node(NodeInfo("n2", 2, 500))  # a node declared first keeps its budgets when a job registers on it
+    store.register(spec("c", node="n2"), DEFAULT)
+    assert store.node("n2") == NodeInfo("n2", 2, 500)
 
 
 def test_registering_again_replaces_the_spec_and_forgets_measurements(make_store):
