@@ -206,7 +206,7 @@ def test_measured_points_are_listed_by_worker_count_as_the_store_lists_them(open
 def test_a_heartbeat_without_a_worker_count_keeps_the_one_last_reported(opened):
     state, store, _ = opened
     state.register(spec("a"), DEFAULT)
-    state.beat("a", 50.0, 2, None)
+    state.beat("a", 50.0, 2, 0.3)
     beat = state.beat("a", None, None, None)
     assert beat.job.reported_workers == 2 and beat.assignment.workers == 2  # not its 8 requested, clamped to 3
     assert (beat.job.reported_throughput, beat.job.data_wait) == (None, None)  # what this beat measured: nothing
