@@ -46,8 +46,8 @@ class BodyLimit:
         chunks, size, more = [], 0, True
         while more:
             msg = await receive()
-            if msg["type"] != "http.request":
-                break
+            if msg["type"] != "http.request":  # the client left before its body ended: nobody to answer
+                return
             chunks.append(msg.get("body", b""))
             size += len(chunks[-1])
             if size > self.limit:
@@ -80,16 +80,19 @@ class Metered:
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        code = 500
+        code = 500  # an exception that passes here is answered 500 by Starlette's outer error middleware
+        answered = False
 
         async def sending(msg: dict) -> None:
-            nonlocal code
+            nonlocal code, answered
             if msg["type"] == "http.response.start":
-                code = msg["status"]
+                code, answered = msg["status"], True
             await send(msg)
 
         try:
             await self.app(scope, receive, sending)
+            if not answered:  # the client left before its body ended: nginx's "client closed request"
+                code = 499
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
             self.metrics.observe(time.perf_counter() - t0, route)

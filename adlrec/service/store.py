@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import (
     JSON,
@@ -33,6 +34,7 @@ from sqlalchemy import (
     Table,
     create_engine,
     event,
+    false,
     func,
     inspect,
     select,
@@ -188,12 +190,19 @@ def check_store_url(url: str) -> URL:
     return u
 
 
+def _sqlite_file(u: URL) -> Path:
+    """The file a SQLite URL names: its path, or with ``uri=true`` the path of its ``file:`` URI."""
+    if u.query.get("uri") == "true" and u.database.startswith("file:"):
+        return Path(unquote(urlsplit(u.database).path))
+    return Path(u.database)
+
+
 def _engine(url: str) -> Engine:
     """The engine for ``url``; a URL that names no usable database is a :class:`UsageError`."""
     u = check_store_url(url)
     if u.get_backend_name() != "sqlite":
         return create_engine(u, pool_pre_ping=True, future=True)
-    ensure_folder(Path(u.database).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
+    ensure_folder(_sqlite_file(u).parent, "the job store's folder", "--data-dir, ADLREC_DATA_DIR or --store-url")
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, future=True)
 
     @event.listens_for(engine, "connect")
@@ -227,6 +236,16 @@ class JobStore:
             shown = self.engine.url.render_as_string(hide_password=True)
             first = first_line(exc.orig or exc, type(exc).__name__)
             raise StoreUnavailable(f"job store {shown}: cannot open it: {first}") from None
+        try:  # a store the service cannot write to (read-only) would answer every registration 503: refused now
+            with self._begin() as c:
+                c.execute(nodes_t.update().where(false()).values(cores=nodes_t.c.cores))
+        except DatabaseError as exc:
+            self.engine.dispose()
+            shown = self.engine.url.render_as_string(hide_password=True)
+            first = first_line(exc.orig or exc, type(exc).__name__)
+            raise StoreUnavailable(
+                f"job store {shown}: cannot write to it: {first}; the service stores its jobs and plans there"
+            ) from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -260,15 +279,28 @@ class JobStore:
     # -- nodes --------------------------------------------------------------------------------
     def put_node(self, node: NodeInfo) -> NodeInfo:
         with self._begin() as c:
-            if c.execute(select(nodes_t.c.name).where(nodes_t.c.name == node.name)).first():
-                c.execute(
-                    nodes_t.update()
-                    .where(nodes_t.c.name == node.name)
-                    .values(cores=node.cores, memory_mb=node.memory_mb)
-                )
-            else:
-                c.execute(nodes_t.insert().values(name=node.name, cores=node.cores, memory_mb=node.memory_mb))
+            self._add_node(c, node, replace=True)
         return node
+
+    def _add_node(self, c: Connection, node: NodeInfo, replace: bool) -> None:
+        """Insert ``node``, or (``replace``) set the budgets of the one of that name; one statement where the
+        database has an upsert, so that another writer inserting the same node at once (a second service on
+        the database; on PostgreSQL, another thread of this one) cannot make it fail on the primary key."""
+        values = dict(name=node.name, cores=node.cores, memory_mb=node.memory_mb)
+        if self._upsert is not None:
+            ins = self._upsert(nodes_t).values(**values)
+            budgets = dict(cores=ins.excluded.cores, memory_mb=ins.excluded.memory_mb)
+            c.execute(
+                ins.on_conflict_do_update(index_elements=[nodes_t.c.name], set_=budgets)
+                if replace
+                else ins.on_conflict_do_nothing(index_elements=[nodes_t.c.name])
+            )
+        elif c.execute(select(nodes_t.c.name).where(nodes_t.c.name == node.name)).first() is None:
+            c.execute(nodes_t.insert().values(**values))
+        elif replace:
+            c.execute(
+                nodes_t.update().where(nodes_t.c.name == node.name).values(cores=node.cores, memory_mb=node.memory_mb)
+            )
 
     def node(self, name: str) -> NodeInfo:
         with self.engine.connect() as c:
@@ -291,10 +323,7 @@ class JobStore:
         """
         now = self.clock()
         with self._begin() as c:
-            if c.execute(select(nodes_t.c.name).where(nodes_t.c.name == spec.node)).first() is None:
-                c.execute(
-                    nodes_t.insert().values(name=spec.node, cores=default_node.cores, memory_mb=default_node.memory_mb)
-                )
+            self._add_node(c, NodeInfo(spec.node, default_node.cores, default_node.memory_mb), replace=False)
             old = c.execute(select(jobs_t.c.seq).where(jobs_t.c.job_id == spec.job_id)).first()
             seq = (c.execute(select(func.max(jobs_t.c.seq))).scalar() or 0) + 1
             values = dict(

@@ -160,6 +160,17 @@ def test_writes_need_the_token_and_reads_do_not(service):
         ({"node": "v", "probe": PROBE | {"ceiling": 0}}, "probe.ceiling", "greater than 0"),
         ({"node": "v", "probe": PROBE | {"fetch_extra_s": -1.0}}, "probe.fetch_extra_s", "greater than or equal to 0"),
         ({"node": "v", "probe": PROBE, "max_workers": 999}, "max_workers", "less than or equal to 256"),
+        # the store's columns hold 128 characters: a longer id or node was stored on SQLite, a 500 on PostgreSQL
+        ({"job_id": "j" * 129, "node": "v", "curve": [1.0]}, "job_id", "at most 128 characters"),
+        ({"node": "v" * 129, "curve": [1.0]}, "node", "at most 128 characters"),
+        ({"node": "v", "curve": [1.0, 2e9]}, "curve.1", "less than or equal to 1000000000"),
+        ({"node": "v", "probe": PROBE | {"fetch_extra_s": 60.0}}, "probe.fetch_extra_s", "less than 60"),
+        ({"node": "v", "probe": PROBE | {"batch_size": 0}}, "probe.batch_size", "greater than or equal to 1"),
+        ({"node": "v", "probe": PROBE | {"cores": 0}}, "probe.cores", "greater than or equal to 1"),
+        ({"node": "v", "curve": []}, "curve", "at least 1 item"),
+        ({"node": "v", "curve": [1.0], "gpus": 65}, "gpus", "less than or equal to 64"),
+        ({"node": "v", "curve": [1.0], "main_cores": 257}, "main_cores", "less than or equal to 256"),
+        ({"node": "v", "curve": [1.0], "mem_per_worker_mb": 1_048_577}, "mem_per_worker_mb", "less than or equal to"),
         ({"node": "v", "probe": PROBE, "max_workers": 100}, "max_workers", "above this service's limit"),
     ],
 )
@@ -273,6 +284,7 @@ def test_other_client_mistakes_are_4xx_never_500(service):
     # past SQLite's 64-bit integers: this was a 500 (OverflowError in the store)
     r = http.get(f"/plans/{2**63}")
     assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: plan_id:"), r.text
+    assert http.get("/plans", params={"before": 0}).status_code == 422  # no plan id is below 1
     r = http.get("/plans", params={"before": 2**63})
     assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: before:"), r.text
     assert http.get(f"/plans/{2**63 - 1}").status_code == 404
@@ -293,7 +305,8 @@ def test_metrics_are_prometheus_text(service):
     # refused before routing, so under no route's template
     assert 'adlrec_http_requests_total{code="413",method="POST",route="unmatched"}' in text
     assert 'adlrec_http_request_seconds_count{route="/health"}' in text and 'adlrec_jobs{status="active"}' in text
-    assert "adlrec_store_up 1" in text and "adlrec_plans " in text
+    # a line of its own: "adlrec_store_up 1" is also the start of its HELP text, which passed for it
+    assert "adlrec_store_up 1" in text.splitlines() and "adlrec_plans " in text
 
 
 def test_plan_history_of_one_node_pages_to_its_end(service):
@@ -407,6 +420,7 @@ def test_the_openapi_page_documents_every_route(service):
 def test_every_nodes_current_plan_in_one_call(service):
     http, _ = service
     register(http, "cur-b", "cur-b1", STEEP)
+    recompute(http)  # cur-b's plan first: the list is by name all the same, not in the order the plans came
     register(http, "cur-a", "cur-a1", FLAT)
     assert http.put("/nodes/cur-none", json={"cores": 2, "memory_mb": 1000}, headers=AUTH).status_code == 200
     recompute(http)
@@ -518,6 +532,35 @@ def test_a_registration_s_every_field_is_kept_as_sent(service):
     sent = {"weight": 2.5, "min_workers": 1, "max_workers": 4, "requested_workers": 3, "mem_per_worker_mb": 300}
     assert {k: job[k] for k in sent} == sent and (job["gpus"], job["main_cores"], job["ranks"]) == (2, 3, 1)
     assert {k: http.get("/jobs/kept-a").json()[k] for k in sent} == sent  # as stored, read back
+
+
+def test_a_registration_at_each_end_of_every_range_is_taken(service):
+    """The ranges' ends are in them: none of these is a client's mistake."""
+    http, _ = service
+    low = register(http, "ends", "ends-low", [0.0], gpus=0, weight=0.0, main_cores=0, requested_workers=0)
+    assert (low["gpus"], low["weight"], low["main_cores"], low["requested_workers"]) == (0, 0.0, 0, 0)
+    high = register(
+        http,
+        "ends",
+        "e" * 128,
+        [1e9] * 257,
+        ranks=64,
+        gpus=64,
+        weight=1e6,
+        main_cores=256,
+        mem_per_worker_mb=1_048_576,
+        min_workers=256,
+        max_workers=256,
+        requested_workers=256,
+    )
+    got = http.get(f"/jobs/{'e' * 128}").json()
+    for key in ("ranks", "gpus", "weight", "main_cores", "mem_per_worker_mb", "min_workers", "max_workers"):
+        assert got[key] == high[key], key
+    assert (got["ranks"], got["weight"], got["mem_per_worker_mb"], got["max_workers"]) == (64, 1e6, 1_048_576, 256)
+    big = http.put("/nodes/ends-big", json={"cores": 4096, "memory_mb": 1 << 30}, headers=AUTH)
+    assert big.status_code == 200 and big.json()["memory_mb"] == 1 << 30, big.text
+    for job_id in ("ends-low", "e" * 128):
+        assert http.post(f"/jobs/{job_id}/finish", headers=AUTH).status_code == 200
 
 
 def test_jobs_filter_by_each_status_and_refuse_any_other(service):
@@ -672,6 +715,7 @@ def test_a_bad_heartbeat_is_a_422_that_names_the_field_and_changes_nothing(servi
         ({"cores": 2, "memory_mb": -1}, "memory_mb", "greater than or equal to 0"),
         ({"cores": 2}, "memory_mb", "Field required"),
         ({"cores": 2.0, "memory_mb": 100}, "cores", "valid integer"),
+        ({"cores": 2, "memory_mb": (1 << 30) + 1}, "memory_mb", "less than or equal to 1073741824"),
     ],
 )
 def test_a_bad_node_budget_is_a_422_that_names_the_field_and_changes_nothing(service, body, field, words):
@@ -795,3 +839,23 @@ def test_a_body_with_several_mistakes_hears_of_each(service):
     detail = r.json()["detail"]
     assert "gpus: " in detail and "; weight: " in detail, detail
     assert [e["field"] for e in r.json()["errors"]] == ["gpus", "weight"]
+
+
+def test_a_write_whose_client_leaves_before_its_body_ends_is_not_done(service):
+    """The body limit passed a cut body on as whole: a PUT whose JSON arrived but not the rest its Content-Length
+    promised (the client gone) declared the node."""
+    import socket
+
+    http, _ = service
+    left = 'adlrec_http_requests_total{code="499",method="PUT",route="unmatched"} 1'
+    body = b'{"cores": 4, "memory_mb": 100}'
+    head = "PUT /nodes/cut HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\n"
+    with socket.create_connection(("127.0.0.1", http.base_url.port), timeout=10) as s:
+        s.sendall(f"{head}Content-Length: {len(body) + 50}\r\n\r\n".encode() + body)
+        time.sleep(0.2)  # the service reads what came, then sees the client leave
+    deadline = time.monotonic() + 20  # a bound on waiting for the service to count it, not a timing assertion
+    while left not in http.get("/metrics").text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left in http.get("/metrics").text  # counted as a client that left (it was done, and counted 200)
+    assert http.get("/nodes/cut").status_code == 404
+    assert http.put("/nodes/cut", json={"cores": 4, "memory_mb": 100}, headers=AUTH).status_code == 200  # whole: done

@@ -63,3 +63,34 @@ def test_a_request_whose_app_raises_is_counted_as_a_500():
     with pytest.raises(RuntimeError):
         _call(Metered(broken, metrics), [b"{}"])
     assert metrics.value("adlrec_http_requests_total", method="POST", route="unmatched", code="500") == 1
+
+
+def test_a_client_that_leaves_mid_body_reaches_no_route():
+    """Its body cut short is not a request: it was passed on as if whole, so a cut upload whose start parsed (a
+    PUT /nodes whose client sent the JSON and then left before the bytes its Content-Length promised) was done."""
+    called: list[dict] = []
+
+    async def app(scope: dict, receive, send) -> None:
+        called.append(scope)
+        await _echo(scope, receive, send)
+
+    incoming = [{"type": "http.request", "body": b'{"cores": 4, "memory_mb": 100}', "more_body": True}]
+    asked = 0
+
+    async def receive() -> dict:
+        nonlocal asked
+        asked += 1
+        assert asked < 100, "asked for the rest of a body whose client has left, again and again"
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    sent: list[dict] = []
+
+    async def send(msg: dict) -> None:
+        sent.append(msg)
+
+    scope = {"type": "http", "method": "PUT", "path": "/nodes/x", "headers": [(b"content-length", b"100")]}
+    metrics = Metrics()
+    asyncio.run(Metered(BodyLimit(app, limit=1000), metrics)(scope, receive, send))
+    assert called == [] and sent == []
+    # counted as what it was (nginx's code for a client that closed its request), not as the 500 of a bug
+    assert metrics.value("adlrec_http_requests_total", method="PUT", route="unmatched", code="499") == 1

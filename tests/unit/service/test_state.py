@@ -206,9 +206,10 @@ def test_measured_points_are_listed_by_worker_count_as_the_store_lists_them(open
 def test_a_heartbeat_without_a_worker_count_keeps_the_one_last_reported(opened):
     state, store, _ = opened
     state.register(spec("a"), DEFAULT)
-    state.beat("a", 50.0, 2, None)
+    state.beat("a", 50.0, 2, 0.3)
     beat = state.beat("a", None, None, None)
     assert beat.job.reported_workers == 2 and beat.assignment.workers == 2  # not its 8 requested, clamped to 3
+    assert (beat.job.reported_throughput, beat.job.data_wait) == (None, None)  # what this beat measured: nothing
     state.flush()
     assert store.job("a").reported_workers == 2
 
@@ -261,13 +262,15 @@ def test_listings_and_counts_take_open_jobs_from_memory_before_the_flush(opened)
     state, store, clock = opened
     state.register(spec("a"), DEFAULT)
     state.register(spec("b"), DEFAULT)
+    state.register(spec("c", node="n2"), DEFAULT)
     state.finish("b")
     clock.advance(61)
     state.expire(60)  # not flushed: the store still says active
-    assert [(j.job_id, j.status) for j in state.jobs()] == [("a", EXPIRED), ("b", FINISHED)]
+    assert [(j.job_id, j.status) for j in state.jobs()] == [("a", EXPIRED), ("b", FINISHED), ("c", EXPIRED)]
     assert [j.status for j in state.jobs(node="n1")] == [EXPIRED, FINISHED]
-    assert state.counts() == {ACTIVE: 0, EXPIRED: 1, FINISHED: 1, "plans": 0}
-    assert store.counts()[ACTIVE] == 1
+    assert [j.job_id for j in state.jobs(status=EXPIRED, node="n2")] == ["c"]  # memory's answer, by node too
+    assert state.counts() == {ACTIVE: 0, EXPIRED: 2, FINISHED: 1, "plans": 0}
+    assert store.counts()[ACTIVE] == 2
 
 
 def test_a_job_another_process_registered_is_held_from_its_first_heartbeat(opened):
@@ -292,3 +295,13 @@ def test_an_expired_job_is_not_told_the_count_of_the_plan_it_left(opened):
     state.expire(60)  # until the next plan, its node's current one still counts 3 for it
     a = state.assignment(state.job("a"))
     assert (a.workers, a.plan_id, a.status) == (1, None, EXPIRED)
+
+
+def test_new_curves_reach_the_plans_at_once_and_the_store(opened):
+    """After the model moved, the allocator plans with the new curve (memory), and a restart reads it (store)."""
+    state, store, _ = opened
+    state.register(spec("a"), DEFAULT)
+    state.update_curves({"a": ((5.0, 6.0, 7.0, 8.0), "adlrec-throughput v3")})
+    (job,) = state.snapshot().jobs
+    assert (job.spec.curve, job.spec.curve_source) == ((5.0, 6.0, 7.0, 8.0), "adlrec-throughput v3")
+    assert state.job("a").spec == store.job("a").spec

@@ -70,6 +70,9 @@ def test_register_creates_the_node_with_default_budgets_and_keeps_order(make_sto
     assert created and a.status == ACTIVE and a.spec.curve == (10.0, 50.0, 90.0, 100.0)
     assert store.node("n1") == NodeInfo("n1", 8, 16_000)
     assert [j.job_id for j in store.jobs(status=ACTIVE)] == ["a", "b"]
+    store.put_node(NodeInfo("n2", 2, 500))  # a node declared first keeps its budgets when a job registers on it
+    store.register(spec("c", node="n2"), DEFAULT)
+    assert store.node("n2") == NodeInfo("n2", 2, 500)
 
 
 def test_registering_again_replaces_the_spec_and_forgets_measurements(make_store):
@@ -114,7 +117,7 @@ def test_plan_ids_only_grow_and_history_pages_newest_first(make_store):
         beat(store, "a", 1000.0 * w, w)  # each measurement makes a different worker count best
         stored = store.add_plans(compute_plans(store.snapshot(), "optimal", "busy_gpus", 0.0))
         ids += [p.plan_id for p in stored]
-    assert ids == sorted(ids) and len(ids) == 3
+    assert ids == sorted(ids) and len(ids) == 3 and store.counts()["plans"] == 3  # what /metrics says
     page1 = store.plans(node="n1", limit=2)
     page2 = store.plans(node="n1", before=page1[-1].plan_id, limit=2)
     assert [p.plan_id for p in page1 + page2] == ids[::-1]
@@ -202,7 +205,8 @@ def test_a_failing_write_leaves_nothing_behind(make_store):
 def test_new_curves_replace_predicted_ones(make_store):
     store = make_store()
     store.register(spec("a"), DEFAULT)
-    store.update_curves({"a": ((1.0, 2.0, 3.0, 4.0), "adlrec-throughput v2"), "gone": ((1.0,), "x")})
+    # a job the store does not have (first, so that the ones after it are updated all the same) is passed over
+    store.update_curves({"gone": ((1.0,), "x"), "a": ((1.0, 2.0, 3.0, 4.0), "adlrec-throughput v2")})
     s = store.job("a").spec
     assert s.curve == (1.0, 2.0, 3.0, 4.0) and s.curve_source == "adlrec-throughput v2"
 
@@ -347,3 +351,57 @@ def test_a_job_out_of_the_plan_or_without_one_runs_what_it_reported_within_its_b
     # a finished job is no longer in its plan, though the plan still names it (until the next recompute)
     done = store.finish("a")
     assert assignment(done, plan) == Assignment("a", 2, None, FINISHED)
+
+
+def test_two_writers_registering_on_a_new_node_at_once_both_succeed(make_store):
+    """On PostgreSQL two threads of one service (registrations run in FastAPI's thread pool, and no in-process lock
+    serialises them there; on SQLite, two stores on one file stand for them) each saw the node missing and inserted
+    it: the second failed on its primary key, an HTTP 500 for a job's registration."""
+    import threading
+
+    first, second = make_store(), make_store()
+    barrier, failures = threading.Barrier(2), []
+
+    def writer(store: JobStore, tag: str) -> None:
+        for i in range(30):
+            barrier.wait(timeout=60)
+            try:
+                store.register(spec(f"{tag}-{i}", node=f"new-{i}"), DEFAULT)
+                store.put_node(NodeInfo(f"put-{i}", 4, 100))
+            except Exception as exc:  # the failure under test: collected, the loop goes on in step with the other
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=writer, args=(s, tag)) for s, tag in ((first, "a"), (second, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(first.jobs()) == 60 and [n.name for n in first.nodes()].count("new-0") == 1
+
+
+def test_a_sqlite_file_uri_opens_its_file_and_makes_its_folder_not_one_named_file(tmp_path, monkeypatch):
+    """``sqlite:///file:/path/db?uri=true`` (SQLite's URI form, for its options) made a folder ``file:/path`` under
+    the current folder, not the store's own, and then could not open the database."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "sub" / "service.db"
+    store = JobStore(f"sqlite:///file:{path}?uri=true")
+    store.register(spec("a"), DEFAULT)
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"] and path.is_file()
+    assert [j.job_id for j in JobStore(f"sqlite:///{path}").jobs()] == ["a"]
+
+
+def test_a_store_the_service_cannot_write_to_is_refused_when_opened(tmp_path, monkeypatch):
+    """A read-only store opened, served reads, and then answered every write 503, "did not answer"."""
+    from adlrec.service.store import StoreUnavailable
+
+    monkeypatch.chdir(tmp_path)  # where a file: URI's stray folder went
+    path = tmp_path / "service.db"
+    store = JobStore(f"sqlite:///{path}")
+    store.register(spec("a"), DEFAULT)
+    store.close()
+    with pytest.raises(StoreUnavailable, match="cannot write to it: attempt to write a readonly database") as err:
+        JobStore(f"sqlite:///file:{path}?mode=ro&uri=true")
+    assert err.value.exit_code == 1 and str(err.value).count("\n") == 0
+    assert [j.job_id for j in JobStore(f"sqlite:///{path}").jobs()] == ["a"]
