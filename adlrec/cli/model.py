@@ -20,7 +20,7 @@ from adlrec.cli.common import (
     worker_count,
 )
 from adlrec.cli.profile import datasets_folder, job_and_device, log_or_keep, profile_tracker, sweep
-from adlrec.errors import UsageError
+from adlrec.errors import TrackingError, UsageError, first_line
 from adlrec.words import count
 
 __all__ = ["add_commands"]
@@ -280,7 +280,18 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
                 rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
                 pyfunc, version = loaded
-                curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+                try:  # it predicted the test probe when loaded; this job's it may not (a model adlrec did not fit)
+                    curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+                    if curve.shape != (len(workers),):
+                        raise ValueError(f"expected {len(workers)} throughputs, got an array of shape {curve.shape}")
+                except Exception as exc:
+                    raise TrackingError(
+                        f"{MODEL_NAME} v{version} (@champion) in {settings.resolved_tracking_uri} cannot predict "
+                        f"this job's probe: {type(exc).__name__}: {first_line(exc)}; `adlrec model fit` registers a "
+                        "new version and moves @champion to it"
+                    ) from exc
+                # as the service reads it: a count predicted below 0 or not finite has no throughput
+                curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
                 source = f"{MODEL_NAME}@champion (v{version})"
             best_w = int(np.argmax(curve))
             enough_w = smallest_reaching(curve)

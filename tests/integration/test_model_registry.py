@@ -609,3 +609,47 @@ def test_a_champion_that_predicts_no_finite_throughput_is_refused_with_one_line(
     with pytest.raises(TrackingError, match=r"v1 \(@champion\) .* loads but cannot predict a test probe: ValueError: "):
         registry.load()
     assert not registry.loadable()
+
+
+def test_predict_with_a_champion_that_fails_on_this_jobs_probe_is_one_line_naming_it(tmp_path, tiny_job_path, capsys):
+    """A champion that predicts the test probe (cuda) but raises on this job's (emulate) ended `adlrec predict`
+    in the model's traceback, after the probe."""
+    from tests.factories import register_narrow_champion
+
+    uri = f"sqlite:///{tmp_path / 'w.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    register_narrow_champion(registry, curves_from_profiles(synthetic_profiles(workloads=3)), (100.0, 200.0))
+    capsys.readouterr()
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main(["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err == (
+        f"adlrec: error: {MODEL_NAME} v1 (@champion) in {uri} cannot predict this job's probe: ValueError: unknown "
+        "device_kind 'emulate': trained on cuda only; `adlrec model fit` registers a new version and moves "
+        "@champion to it\n"
+    )
+
+
+def test_predict_reads_a_champions_throughput_below_zero_or_not_finite_as_none_as_the_service_does(
+    tmp_path, tiny_job_path, capsys
+):
+    """A champion adlrec did not fit may predict below 0 or not finite at counts the test probe does not ask: all
+    of them below 0 ended `adlrec predict` in a StopIteration traceback, an infinity printed as its maximum."""
+    from tests.factories import register_scripted_champion
+
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "5", "--json"]
+    argv = ["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]
+    for scripted, read in [  # finite at 0, 1, 2 and past the end: it passes the test probe
+        ((-5.0, -1.0, -2.0, -3.0, -4.0, -6.0), [0.0] * 6),
+        ((100.0, 150.0, 200.0, float("inf"), float("nan"), 300.0), [100.0, 150.0, 200.0, 0.0, 0.0, 300.0]),
+    ]:
+        register_scripted_champion(registry, curves, scripted)
+        capsys.readouterr()
+        assert main(argv) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["predicted"] == read
+        assert (data["predicted_max"], data["predicted_best_workers"]) == (max(read), read.index(max(read)))
