@@ -17,7 +17,7 @@ from adlrec.errors import TrackingError
 from adlrec.predict.evaluate import cross_validate, curves_from_profiles
 from adlrec.predict.features import ProbeError
 from adlrec.predict.fit import fit_and_register
-from adlrec.predict.models import make_model
+from adlrec.predict.models import LearnedModel, make_model
 from adlrec.profile.library import export_profiles
 from adlrec.tracking import MODEL_NAME, SPEC_TAG, ModelRegistry, ProfileRun, Tracker
 from tests.factories import make_profile, register_model_of_other_features, synthetic_profiles
@@ -51,7 +51,17 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     assert float(mv.tags["cv_median_ape"]) == pytest.approx(outcome.evaluation.median_ape, rel=1e-4)
     run = registry.client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
-    assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
+    ev = outcome.evaluation  # each score logged under its own name
+    assert {k: v for k, v in run.data.metrics.items() if k.startswith("cv_")} == pytest.approx(
+        {
+            "cv_median_ape": ev.median_ape,
+            "cv_p90_ape": ev.p90_ape,
+            "cv_median_max_error": ev.median_max_error,
+            "cv_best_hit_rate": ev.best_hit_rate,
+            "cv_curves": 12,
+            "cv_groups": 6,
+        }
+    )
     # 6 workloads on 2 devices: 12 curves
     assert (run.data.params["curves"], run.data.params["workloads"], run.data.params["sources"]) == ("12", "6", "test")
     assert {k.removeprefix("spec."): v for k, v in run.data.params.items() if k.startswith("spec.")} == {
@@ -160,7 +170,10 @@ def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
     assert "does not beat champion v1" in out and "@champion stays on v1" in out
     assert main(["model", "list", "--tracking-uri", uri]) == 0
     v1, v2 = capsys.readouterr().out.splitlines()
-    assert re.fullmatch(r'v1  \{.*"kind": "learned".*\}  cv median APE \d+\.\d%  champion', v1), v1
+    # every hyperparameter, the defaults too: the champion is cross-validated again with this spec, so one
+    # left to the defaults of a later adlrec would be judged as another model
+    spec = json.dumps(LearnedModel(n_estimators=40).spec(), sort_keys=True)
+    assert re.fullmatch(rf"v1  {re.escape(spec)}  cv median APE \d+\.\d%  champion", v1), v1
     assert re.fullmatch(r'v2  \{"kind": "interp"\}  cv median APE \d+\.\d%', v2), v2
 
 
@@ -327,6 +340,7 @@ def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replac
 
     again = fit_and_register(curves, SPEC, registry, sources="test")  # ties v1's score, and replaces it
     assert again.promoted and again.champion_broken == "whose model can no longer be loaded"
+    assert again.champion_evaluation.median_ape == again.evaluation.median_ape  # judged all the same, and shown
     assert registry.load()[1] == "2"
 
 

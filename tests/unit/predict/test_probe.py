@@ -32,3 +32,20 @@ def test_a_probe_measures_the_loader_at_0_1_and_2_workers_on_the_node_it_is_give
     assert (f.cores, f.batch_size, f.device_kind) == (3, job.batch_size, "emulate")
     assert len({f.prep_rate_0, f.prep_rate_1, f.prep_rate_2}) == 3  # three measurements, each its own
     assert result.part_budget_s == pytest.approx(probe_budget(0.2, 2))
+
+
+def test_each_probed_rate_is_the_loaders_at_its_own_worker_count(tmp_path):
+    """A loader that sleeps 150 ms a sample with exactly 1 worker and not at all in-process or with 2: only the
+    feature of 1 worker may be slow.  The rates of 1 and 2 workers swapped, or 1 worker measured in place
+    of 2, gave features as plausible as the right ones."""
+    from adlrec.config import Settings
+    from adlrec.job import load_job
+    from adlrec.predict.probe import probe_job
+    from adlrec.profile.device import parse_device
+    from adlrec.profile.hardware import detect_hardware
+    from tests.conftest import FIXTURES
+
+    job = load_job(FIXTURES / "per_count_job.py", data_dir=tmp_path / "data")
+    settings = Settings(data_dir=tmp_path / "data", point_budget_s=0.2)
+    f = probe_job(job, parse_device("emulate:2"), settings, detect_hardware(), 2).features
+    assert f.prep_rate_1 < f.prep_rate_0 and f.prep_rate_1 < f.prep_rate_2, f
