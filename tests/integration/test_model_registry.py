@@ -168,6 +168,8 @@ def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
     assert main(["model", "fit", "--kind", "interp", "--profiles", str(folder), "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     assert "does not beat champion v1" in out and "@champion stays on v1" in out
+    scores = ModelRegistry(uri).client.get_run(ModelRegistry(uri).versions()[1].run_id).data.metrics
+    assert f"(median APE {scores['cv_median_ape']:.1%} vs {scores['champion_cv_median_ape']:.1%})" in out
     assert main(["model", "list", "--tracking-uri", uri]) == 0
     v1, v2 = capsys.readouterr().out.splitlines()
     # every hyperparameter, the defaults too: the champion is cross-validated again with this spec, so one
@@ -597,6 +599,17 @@ def test_fit_trains_on_the_profiles_folder_here_by_default_and_two_workloads_are
     uri = f"sqlite:///{tmp_path / 'd.db'}"
     assert main(["model", "fit", "--kind", "analytic", "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 0
     assert f"registered {MODEL_NAME} v1 and moved @champion to it" in capsys.readouterr().out
+
+
+def test_predict_compare_prints_the_probes_share_of_the_sweeps_time_and_what_the_sweep_measured(tiny_job_path, capsys):
+    argv = ["predict", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main([*argv, "--compare", "--no-log"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert re.fullmatch(
+        r"probe: \d+\.\d s; full sweep: \d+\.\d s \(\d+% of it\); median APE \d+\.\d%; measured best [\d,.]+ at "
+        r"\d workers?, predicted best w=\d reaches \d+% of it",
+        last,
+    ), last
 
 
 def test_predict_prints_the_model_it_used_and_the_predicted_best_and_fewest_reaching_95pct(tiny_job_path, capsys):
