@@ -24,9 +24,19 @@ def test_a_probe_measures_the_loader_at_0_1_and_2_workers_on_the_node_it_is_give
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import JobBench
 
-    measured: dict[int, float] = {}
+    measured: dict[object, float] = {}
 
-    class Recording(JobBench):  # the real measurements, each noted under the worker count it was taken at
+    class Recording(JobBench):  # the real measurements, each noted under what it measured
+        def fetch(self):
+            cost = super().fetch()
+            measured["fetch"] = cost.extra_s
+            return cost
+
+        def ceiling(self, budget_s):
+            m = super().ceiling(budget_s)
+            measured["ceiling"] = m.rate
+            return m
+
         def loader_alone(self, workers, budget_s):
             m = super().loader_alone(workers, budget_s)
             measured[workers] = m.rate
@@ -43,4 +53,5 @@ def test_a_probe_measures_the_loader_at_0_1_and_2_workers_on_the_node_it_is_give
     assert len({f.prep_rate_0, f.prep_rate_1, f.prep_rate_2}) == 3  # three measurements, each its own
     # each at its own count: the rates of 1 and 2 workers swapped, or 1 worker measured twice, looked as plausible
     assert (f.prep_rate_0, f.prep_rate_1, f.prep_rate_2) == (measured[0], measured[1], measured[2])
+    assert (f.ceiling, f.fetch_extra_s) == (measured["ceiling"], measured["fetch"])
     assert result.part_budget_s == pytest.approx(probe_budget(0.2, 2))
