@@ -239,7 +239,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
     from adlrec.schemas import json_text
-    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, predict_throughputs, prompt_reads
 
     if args.no_log and not args.compare:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
@@ -276,14 +276,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                 curve = AnalyticModel().predict(probe.features, workers)
                 source = "analytic model (no registered model)"
             else:
-                import pandas as pd
-
-                rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
                 pyfunc, version = loaded
                 try:  # it predicted the test probe when loaded; this job's it may not (a model adlrec did not fit)
-                    curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
-                    if curve.shape != (len(workers),):
-                        raise ValueError(f"expected {len(workers)} throughputs, got an array of shape {curve.shape}")
+                    curve = predict_throughputs(pyfunc, probe.features.to_dict(), workers)
                 except Exception as exc:
                     raise TrackingError(
                         f"{MODEL_NAME} v{version} (@champion) in {settings.resolved_tracking_uri} cannot predict "
