@@ -670,9 +670,11 @@ def test_predict_reads_a_champions_throughput_below_zero_or_not_finite_as_none_a
     curves = curves_from_profiles(synthetic_profiles(workloads=3))
     job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "5", "--json"]
     argv = ["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]
-    for scripted, read in [  # finite at 0, 1, 2 and past the end: it passes the test probe
-        ((-5.0, -1.0, -2.0, -3.0, -4.0, -6.0), [0.0] * 6),
-        ((100.0, 150.0, 200.0, float("inf"), float("nan"), 300.0), [100.0, 150.0, 200.0, 0.0, 0.0, 300.0]),
+    for scripted, read, enough in [  # finite at 0, 1, 2 and past the end: it passes the test probe
+        ((-5.0, -1.0, -2.0, -3.0, -4.0, -6.0), [0.0] * 6, 0),
+        ((100.0, 150.0, 200.0, float("inf"), float("nan"), 300.0), [100.0, 150.0, 200.0, 0.0, 0.0, 300.0], 5),
+        # its best at the last count; 1 worker reaches 90% of it, 2 the 95% that counts
+        ((100.0, 190.0, 200.0, 205.0, 208.0, 210.0), [100.0, 190.0, 200.0, 205.0, 208.0, 210.0], 2),
     ]:
         register_scripted_champion(registry, curves, scripted)
         capsys.readouterr()
@@ -680,3 +682,4 @@ def test_predict_reads_a_champions_throughput_below_zero_or_not_finite_as_none_a
         data = json.loads(capsys.readouterr().out)
         assert data["predicted"] == read
         assert (data["predicted_max"], data["predicted_best_workers"]) == (max(read), read.index(max(read)))
+        assert data["workers_for_95pct"] == enough
