@@ -20,7 +20,7 @@ from adlrec.cli.common import (
     worker_count,
 )
 from adlrec.cli.profile import datasets_folder, job_and_device, log_or_keep, profile_tracker, sweep
-from adlrec.errors import UsageError
+from adlrec.errors import TrackingError, UsageError, first_line
 from adlrec.words import count
 
 __all__ = ["add_commands"]
@@ -239,7 +239,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from adlrec.profile.hardware import detect_hardware
     from adlrec.profile.sweep import default_max_workers
     from adlrec.schemas import json_text
-    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, prompt_reads
+    from adlrec.tracking import MODEL_NAME, ModelRegistry, check_server, predict_throughputs, prompt_reads
 
     if args.no_log and not args.compare:
         raise UsageError("--no-log applies to --compare only (without it, predict logs nothing)")
@@ -276,11 +276,17 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                 curve = AnalyticModel().predict(probe.features, workers)
                 source = "analytic model (no registered model)"
             else:
-                import pandas as pd
-
-                rows = pd.DataFrame([probe.features.to_dict() | {"workers": w} for w in workers])
                 pyfunc, version = loaded
-                curve = np.asarray(pyfunc.predict(rows)["throughput"], dtype=float)
+                try:  # it predicted the test probe when loaded; this job's it may not (a model adlrec did not fit)
+                    curve = predict_throughputs(pyfunc, probe.features.to_dict(), workers)
+                except Exception as exc:
+                    raise TrackingError(
+                        f"{MODEL_NAME} v{version} (@champion) in {settings.resolved_tracking_uri} cannot predict "
+                        f"this job's probe: {type(exc).__name__}: {first_line(exc)}; `adlrec model fit` registers a "
+                        "new version and moves @champion to it"
+                    ) from exc
+                # as the service reads it: a count predicted below 0 or not finite has no throughput
+                curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
                 source = f"{MODEL_NAME}@champion (v{version})"
             best_w = int(np.argmax(curve))
             enough_w = smallest_reaching(curve)

@@ -61,28 +61,23 @@ class ProbeFeatures:
         missing = [f.name for f in fields(cls) if f.name not in d]
         if missing:
             raise ProbeError(f"probe input is missing {', '.join(missing)}")
-        try:
-            return cls(
-                ceiling=float(d["ceiling"]),
-                prep_rate_0=float(d["prep_rate_0"]),
-                prep_rate_1=float(d["prep_rate_1"]),
-                prep_rate_2=float(d["prep_rate_2"]),
-                fetch_extra_s=float(d["fetch_extra_s"]),
-                batch_size=_whole(d["batch_size"], "batch_size"),
-                cores=_whole(d["cores"], "cores"),
-                device_kind=str(d["device_kind"]),
-            )
-        except (TypeError, ValueError) as exc:
-            raise ProbeError(f"probe input: {exc}") from None
+        values = {}
+        for f in fields(cls):
+            v = d[f.name]
+            try:
+                values[f.name] = _whole(v) if f.type == "int" else str(v) if f.type == "str" else float(v)
+            except (TypeError, ValueError):
+                values[f.name] = v  # not a number (None, "fast", a batch of 32.5): __post_init__ names it
+        return cls(**values)
 
 
 FEATURE_COLUMNS = tuple(f.name for f in fields(ProbeFeatures))
 
 
-def _whole(v: Any, name: str) -> int:
+def _whole(v: Any) -> int:
     f = float(v)
     if not f.is_integer():
-        raise ValueError(f"{name}={v!r} is not a whole number")
+        raise ValueError(f"{v!r} is not a whole number")
     return int(f)
 
 

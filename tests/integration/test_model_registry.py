@@ -17,7 +17,7 @@ from adlrec.errors import TrackingError
 from adlrec.predict.evaluate import cross_validate, curves_from_profiles
 from adlrec.predict.features import ProbeError
 from adlrec.predict.fit import fit_and_register
-from adlrec.predict.models import make_model
+from adlrec.predict.models import LearnedModel, make_model
 from adlrec.profile.library import export_profiles
 from adlrec.tracking import MODEL_NAME, SPEC_TAG, ModelRegistry, ProfileRun, Tracker
 from tests.factories import make_profile, register_model_of_other_features, synthetic_profiles
@@ -51,7 +51,17 @@ def test_fit_registers_a_version_and_the_first_becomes_champion(registry, curves
     assert float(mv.tags["cv_median_ape"]) == pytest.approx(outcome.evaluation.median_ape, rel=1e-4)
     run = registry.client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
-    assert run.data.metrics["cv_median_ape"] == pytest.approx(outcome.evaluation.median_ape)
+    ev = outcome.evaluation  # each score logged under its own name
+    assert {k: v for k, v in run.data.metrics.items() if k.startswith("cv_")} == pytest.approx(
+        {
+            "cv_median_ape": ev.median_ape,
+            "cv_p90_ape": ev.p90_ape,
+            "cv_median_max_error": ev.median_max_error,
+            "cv_best_hit_rate": ev.best_hit_rate,
+            "cv_curves": 12,
+            "cv_groups": 6,
+        }
+    )
     # 6 workloads on 2 devices: 12 curves
     assert (run.data.params["curves"], run.data.params["workloads"], run.data.params["sources"]) == ("12", "6", "test")
     assert {k.removeprefix("spec."): v for k, v in run.data.params.items() if k.startswith("spec.")} == {
@@ -158,9 +168,14 @@ def test_model_fit_cli_trains_on_profiles_folder_and_store(tmp_path, capsys):
     assert main(["model", "fit", "--kind", "interp", "--profiles", str(folder), "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     assert "does not beat champion v1" in out and "@champion stays on v1" in out
+    scores = ModelRegistry(uri).client.get_run(ModelRegistry(uri).versions()[1].run_id).data.metrics
+    assert f"(median APE {scores['cv_median_ape']:.1%} vs {scores['champion_cv_median_ape']:.1%})" in out
     assert main(["model", "list", "--tracking-uri", uri]) == 0
     v1, v2 = capsys.readouterr().out.splitlines()
-    assert re.fullmatch(r'v1  \{.*"kind": "learned".*\}  cv median APE \d+\.\d%  champion', v1), v1
+    # every hyperparameter, the defaults too: the champion is cross-validated again with this spec, so one
+    # left to the defaults of a later adlrec would be judged as another model
+    spec = json.dumps(LearnedModel(n_estimators=40).spec(), sort_keys=True)
+    assert re.fullmatch(rf"v1  {re.escape(spec)}  cv median APE \d+\.\d%  champion", v1), v1
     assert re.fullmatch(r'v2  \{"kind": "interp"\}  cv median APE \d+\.\d%', v2), v2
 
 
@@ -327,6 +342,7 @@ def test_a_champion_whose_artifacts_are_gone_is_one_line_and_the_next_fit_replac
 
     again = fit_and_register(curves, SPEC, registry, sources="test")  # ties v1's score, and replaces it
     assert again.promoted and again.champion_broken == "whose model can no longer be loaded"
+    assert again.champion_evaluation.median_ape == again.evaluation.median_ape  # judged all the same, and shown
     assert registry.load()[1] == "2"
 
 
@@ -585,6 +601,17 @@ def test_fit_trains_on_the_profiles_folder_here_by_default_and_two_workloads_are
     assert f"registered {MODEL_NAME} v1 and moved @champion to it" in capsys.readouterr().out
 
 
+def test_predict_compare_prints_the_probes_share_of_the_sweeps_time_and_what_the_sweep_measured(tiny_job_path, capsys):
+    argv = ["predict", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main([*argv, "--compare", "--no-log"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert re.fullmatch(
+        r"probe: \d+\.\d s; full sweep: \d+\.\d s \(\d+% of it\); median APE \d+\.\d%; measured best [\d,.]+ at "
+        r"\d workers?, predicted best w=\d reaches \d+% of it",
+        last,
+    ), last
+
+
 def test_predict_prints_the_model_it_used_and_the_predicted_best_and_fewest_reaching_95pct(tiny_job_path, capsys):
     """The default store before anything was logged (the current folder's .adlrec): the analytic model."""
     argv = ["predict", str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "2"]
@@ -609,3 +636,50 @@ def test_a_champion_that_predicts_no_finite_throughput_is_refused_with_one_line(
     with pytest.raises(TrackingError, match=r"v1 \(@champion\) .* loads but cannot predict a test probe: ValueError: "):
         registry.load()
     assert not registry.loadable()
+
+
+def test_predict_with_a_champion_that_fails_on_this_jobs_probe_is_one_line_naming_it(tmp_path, tiny_job_path, capsys):
+    """A champion that predicts the test probe (cuda) but raises on this job's (emulate) ended `adlrec predict`
+    in the model's traceback, after the probe."""
+    from tests.factories import register_narrow_champion
+
+    uri = f"sqlite:///{tmp_path / 'w.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    register_narrow_champion(registry, curves_from_profiles(synthetic_profiles(workloads=3)), (100.0, 200.0))
+    capsys.readouterr()
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "1"]
+    assert main(["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err == (
+        f"adlrec: error: {MODEL_NAME} v1 (@champion) in {uri} cannot predict this job's probe: ValueError: unknown "
+        "device_kind 'emulate': trained on cuda only; `adlrec model fit` registers a new version and moves "
+        "@champion to it\n"
+    )
+
+
+def test_predict_reads_a_champions_throughput_below_zero_or_not_finite_as_none_as_the_service_does(
+    tmp_path, tiny_job_path, capsys
+):
+    """A champion adlrec did not fit may predict below 0 or not finite at counts the test probe does not ask: all
+    of them below 0 ended `adlrec predict` in a StopIteration traceback, an infinity printed as its maximum."""
+    from tests.factories import register_scripted_champion
+
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    registry = ModelRegistry(uri, artifact_root=tmp_path / "artifacts")
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    job = [str(tiny_job_path), "--device", "emulate:2", "--budget", "0.4", "--max-workers", "5", "--json"]
+    argv = ["predict", *job, "--tracking-uri", uri, "--data-dir", str(tmp_path / "d")]
+    for scripted, read, enough in [  # finite at 0, 1, 2 and past the end: it passes the test probe
+        ((-5.0, -1.0, -2.0, -3.0, -4.0, -6.0), [0.0] * 6, 0),
+        ((100.0, 150.0, 200.0, float("inf"), float("nan"), 300.0), [100.0, 150.0, 200.0, 0.0, 0.0, 300.0], 5),
+        # its best at the last count; 1 worker reaches 90% of it, 2 the 95% that counts
+        ((100.0, 190.0, 200.0, 205.0, 208.0, 210.0), [100.0, 190.0, 200.0, 205.0, 208.0, 210.0], 2),
+    ]:
+        register_scripted_champion(registry, curves, scripted)
+        capsys.readouterr()
+        assert main(argv) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["predicted"] == read
+        assert (data["predicted_max"], data["predicted_best_workers"]) == (max(read), read.index(max(read)))
+        assert data["workers_for_95pct"] == enough

@@ -113,6 +113,8 @@ def test_a_best_worker_count_is_a_hit_when_its_measured_rate_reaches_95_percent_
     near = _curve("near", (100, 200, 300, 400, 1920, 2000))
     far = _curve("far", (100, 200, 300, 400, 1200, 2000))
     assert cross_validate({"kind": "analytic"}, [near, far]).best_hit_rate == 0.5
+    again = _curve("again", (100, 200, 300, 400, 1950, 2000))
+    assert cross_validate({"kind": "analytic"}, [near, far, again]).best_hit_rate == pytest.approx(2 / 3)  # the share
 
 
 def test_a_best_worker_count_measured_at_exactly_95_percent_of_the_best_is_a_hit_and_at_94_a_miss():
@@ -151,3 +153,17 @@ def test_a_sweep_with_a_gap_in_its_worker_counts_is_skipped_not_read_as_consecut
     skipped: list[str] = []
     assert curves_from_profiles([gap], skipped) == []
     assert skipped == ["with worker counts other than 0, 1, 2, ..."]
+
+
+def test_curves_of_one_example_with_other_parameters_are_other_workloads_however_the_parameters_are_ordered():
+    """A workload is an example with one set of parameters: held out together whatever order its parameters
+    were written in (a store and a profiles/ file may differ), and apart from the same example with others."""
+    from adlrec.schemas import DeviceSpec
+
+    ordered = make_profile(params={"batch_size": 8, "n": 3})
+    reordered = make_profile(params={"n": 3, "batch_size": 8}, device=DeviceSpec("emulate", 20.0))
+    other = make_profile(params={"batch_size": 8, "n": 4})
+    curves = curves_from_profiles([ordered, reordered, other])
+    assert len(curves) == 3
+    assert curves[0].group == curves[1].group != curves[2].group
+    assert cross_validate({"kind": "analytic"}, curves).groups == 2

@@ -47,10 +47,26 @@ def test_bad_probe_input_names_the_field(field, value, message):
 def test_from_dict_reports_missing_and_unparseable_fields():
     with pytest.raises(ProbeError, match="missing ceiling, cores"):
         ProbeFeatures.from_dict({k: v for k, v in GOOD.items() if k not in ("ceiling", "cores")})
-    with pytest.raises(ProbeError, match="batch_size=32.5 is not a whole number"):
-        ProbeFeatures.from_dict(GOOD | {"batch_size": 32.5})
-    with pytest.raises(ProbeError, match="could not convert"):
-        ProbeFeatures.from_dict(GOOD | {"ceiling": "fast"})
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("batch_size", 32.5, "probe input batch_size=32.5: expected a whole number >= 1"),
+        ("cores", 7.5, "probe input cores=7.5: expected a whole number >= 1"),
+        ("cores", "many", "probe input cores='many': expected a whole number >= 1"),
+        ("fetch_extra_s", -0.1, "probe input fetch_extra_s=-0.1: expected seconds per sample, 0 <= s < 60"),
+        ("ceiling", "fast", "probe input ceiling='fast': expected a finite rate in samples/s > 0"),
+        ("prep_rate_2", None, "probe input prep_rate_2=None: expected a finite rate in samples/s > 0"),
+        ("fetch_extra_s", [], "probe input fetch_extra_s=[]: expected seconds per sample, 0 <= s < 60"),
+    ],
+)
+def test_a_value_from_dict_cannot_read_as_a_number_is_named_with_what_was_expected(field, value, message):
+    """A value that was no number at all was "probe input: could not convert string to float: 'fast'", which
+    named neither the field nor what it expects; a None was a TypeError, not a ProbeError."""
+    with pytest.raises(ProbeError) as err:
+        ProbeFeatures.from_dict(GOOD | {field: value})
+    assert str(err.value) == message
 
 
 def test_features_from_a_profile_use_its_own_measurements():

@@ -226,3 +226,18 @@ def test_smallest_reaching():
     assert smallest_reaching([100, 10]) == 0
     assert smallest_reaching([92, 100]) == 1  # 92% is not the 95% the allocator promises
     assert smallest_reaching([3, 4], share=0.75) == 0  # reaching the share exactly counts
+    assert smallest_reaching([50, 100, 52]) == 1  # 95% of the peak, not of the last count (contention past it)
+
+
+@pytest.mark.parametrize(
+    "hparam,value", [("n_estimators", 5), ("max_depth", 1), ("learning_rate", 0.5), ("subsample", 0.5), ("seed", 7)]
+)
+def test_each_hyperparameter_of_the_spec_reaches_the_fitted_model(hparam, value):
+    """The spec is what `--hparam` sets, what the version's adlrec.spec tag records and what the champion is
+    cross-validated with again: a value that stopped on its way to scikit-learn fitted another model than it says."""
+    curves = curves_from_profiles(synthetic_profiles(workloads=3))
+    X, rates = [c.features for c in curves], [c.throughput for c in curves]
+    base = {k: v for k, v in LearnedModel(n_estimators=20).spec().items() if k != "kind"}
+    fitted = [LearnedModel(**spec).fit(X, rates) for spec in (base, base | {hparam: value})]
+    curve = [np.concatenate([m.predict(c.features, range(8)) for c in curves]) for m in fitted]
+    assert not np.allclose(curve[0], curve[1], rtol=1e-9, atol=0)

@@ -77,3 +77,25 @@ def test_a_curve_predicted_at_zero_everywhere_shows_a_dash_for_its_share_not_a_d
     # no share of a zero peak, no error relative to a zero measurement; the other error is (0 - 10) / 10
     assert ["0", "0.0", "–", "0.0", "–"] in rows
     assert ["1", "0.0", "–", "10.0", "-100.0%"] in rows
+
+
+def test_the_fit_table_puts_the_new_version_beside_the_champion_it_was_judged_against():
+    from adlrec.predict.evaluate import Evaluation
+    from adlrec.predict.fit import FitOutcome
+    from adlrec.predict.report import fit_table
+
+    new = Evaluation({"kind": "learned"}, 4, 2, 20, 0.1, 0.3, 0.2, 0.5, ())
+    champion = Evaluation({"kind": "interp"}, 4, 2, 20, 0.15, 0.4, 0.25, 1.0, ())
+
+    def rows(outcome):
+        out = StringIO()
+        Console(file=out, width=160).print(fit_table(outcome))
+        return [[c.strip() for c in line.split("│")[1:-1]] for line in out.getvalue().splitlines() if "│" in line]
+
+    judged = FitOutcome("run", "3", new, "2", champion, promoted=True)
+    assert rows(judged) == [
+        ["new: learned (v3)", "10.0%", "30.0%", "20.0%", "50%", "4", "2"],
+        ["champion: interp (v2)", "15.0%", "40.0%", "25.0%", "100%", "4", "2"],
+    ]
+    first = FitOutcome("run", "1", new, None, None, promoted=True)
+    assert rows(first) == [["new: learned (v1)", "10.0%", "30.0%", "20.0%", "50%", "4", "2"]]
