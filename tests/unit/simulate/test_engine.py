@@ -365,3 +365,28 @@ def test_the_replay_cap_allows_for_the_longest_job_on_a_node_of_many_gpus():
     slow = TraceJob("slow", 0.0, 50_000.0, (1.0, 1000.0), gpus=1, requested_workers=0)
     config = SimConfig(interval_s=10.0, threshold=0.0)
     assert simulate([slow], fixed, Node(cores=8, gpus=8), config, max_intervals=4_960).makespan_s == 50_000.0
+
+
+def test_a_trace_out_of_arrival_order_replays_in_arrival_order_and_reports_in_trace_order():
+    # b is listed first but arrives last: a starts at 0 and runs alone (50 s at 200/s) before b starts
+    trace = [job("b", arrival=100.0, work=1000.0), job("a", arrival=0.0)]
+    b, a = simulate(trace, even, Node(cores=4, gpus=1), QUIET).jobs
+    assert (a.job_id, a.start_s, a.finish_s) == ("a", 0.0, pytest.approx(50.0))
+    assert (b.job_id, b.start_s, b.finish_s) == ("b", 100.0, pytest.approx(105.0))
+
+
+def test_the_replay_cap_counts_from_the_first_arrival_not_from_time_zero():
+    # as in test_a_replay_that_runs_past_max_intervals_stops_with_an_error, arriving at 10^4 s: still
+    # 100 + 10 x 1 intervals; counted from 0, the cap would be 10 x 1,000 more and the replay would end
+    slow = TraceJob("slow", 1e4, 5_000.0, (1.0, 1000.0), gpus=1, requested_workers=0)
+    config = SimConfig(interval_s=10.0, threshold=0.0)
+    with pytest.raises(SimulationError, match=r"jobs slow still run after 110 intervals of 10 s"):
+        simulate([slow], fixed, Node(cores=2, gpus=1), config, name="fixed", max_intervals=100)
+
+
+def test_an_arrival_too_large_to_add_the_resize_cost_to_is_refused():
+    # at 2^53 s the clock steps by 2 s: a 60 s interval still moves it, a 0.5 s stall does not
+    with pytest.raises(SimulationError, match=r"arrives at 9\.0072e\+15 s, where adding 0\.5 s to a time changes"):
+        simulate([job("a", arrival=2.0**53)], even, Node(cores=4, gpus=1), SimConfig(interval_s=60.0, resize_s=0.5))
+    r = simulate([job("a", arrival=2.0**53)], even, Node(cores=4, gpus=1), SimConfig(interval_s=60.0, resize_s=0.0))
+    assert r.jobs[0].start_s == 2.0**53
