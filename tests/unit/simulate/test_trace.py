@@ -269,3 +269,16 @@ def test_a_gpu_mix_of_weights_not_summing_to_one_offers_the_requested_load(folde
     jobs = build_jobs(rows, catalog, node)
     offered = sum(j.gpus * j.work_samples / j.peak for j in jobs) / rows[-1].arrival_s
     assert offered == pytest.approx(0.5 * node.gpus, rel=0.1)
+
+
+@pytest.mark.parametrize("where", ["header", "row"])
+def test_a_line_too_long_for_csv_is_a_usage_error_naming_it(where):
+    """A cell past the csv module's limit (131,072 characters: a wrong file given as the trace, say)
+    raised _csv.Error, a traceback from `adlrec simulate`."""
+    long = "j" * 200_000
+    text = (long + "\n") if where == "header" else (HEADER + "\n" + long + ",0,100,w@cpu,1,8\n")
+    line = 1 if where == "header" else 2
+    with pytest.raises(UsageError) as exc:
+        parse_trace(text, source="t.csv")
+    assert str(exc.value).startswith(f"t.csv line {line}: not a CSV line (field larger than field limit")
+    assert str(exc.value).endswith("expected comma-separated fields") and "\n" not in str(exc.value)
