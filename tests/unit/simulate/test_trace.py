@@ -282,3 +282,11 @@ def test_a_line_too_long_for_csv_is_a_usage_error_naming_it(where):
         parse_trace(text, source="t.csv")
     assert str(exc.value).startswith(f"t.csv line {line}: not a CSV line (field larger than field limit")
     assert str(exc.value).endswith("expected comma-separated fields") and "\n" not in str(exc.value)
+
+
+def test_a_profile_that_cannot_give_a_curve_is_a_usage_error_on_the_row_naming_it():
+    """A profile measured at 0 workers only has no per-worker rate to extend: the row is named, no traceback."""
+    rows = parse_trace(HEADER + "\nj1,0,100,solo,1,8\n")
+    with pytest.raises(UsageError) as exc:
+        build_jobs(rows, {"solo": make_profile(throughputs=(10.0,))}, Node(), source="t.csv")
+    assert str(exc.value) == "t.csv line 2, column profile: profile 'w' has no point with loader workers"
