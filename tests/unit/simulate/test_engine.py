@@ -414,3 +414,11 @@ def test_the_replay_cap_counts_each_job_s_gpu_time_on_all_its_gpus():
     trace = [TraceJob(f"j{i}", 0.0, 10_000.0, (125.0, 1000.0), gpus=2, requested_workers=0) for i in range(4)]
     config = SimConfig(interval_s=1.0, threshold=0.0)
     assert simulate(trace, fixed, Node(cores=4, gpus=2), config, max_intervals=10).makespan_s == pytest.approx(320.0)
+
+
+def test_the_length_check_uses_a_job_s_peak_where_its_curve_falls_past_it():
+    # the peak, 200/s at 1 worker, ends 10 intervals of 60 s exactly: replayed, though the curve's last
+    # point (100/s) would need 20
+    peaked = TraceJob("p", 0.0, 200.0 * 60 * 10, (50.0, 200.0, 100.0))
+    r = simulate([peaked], optimal, Node(cores=4, gpus=1), SimConfig(), max_intervals=10)
+    assert r.makespan_s == pytest.approx(600.0)
