@@ -101,3 +101,11 @@ def test_the_table_prints_each_figure_in_its_own_column():
         "resizes": "3",
         "decisions/s": "4",
     }
+
+
+def test_a_baseline_with_no_makespan_or_throughput_gives_no_figures_against_it():
+    # every job done within the clock's resolution: nothing to compare against, printed as "-", no ZeroDivisionError
+    rows = comparison_rows([PolicyRun(result("even", 0.0, 0.0), 1.0), PolicyRun(result("optimal", 0.0, 0.0), 1.0)])
+    assert all(math.isnan(r["throughput_vs_base_pct"]) and math.isnan(r["makespan_vs_base_pct"]) for r in rows)
+    cells = [list(c.cells) for c in comparison_table(rows, "t").columns[1:3]]
+    assert cells == [["-", "-"], ["-", "-"]]

@@ -290,3 +290,15 @@ def test_a_profile_that_cannot_give_a_curve_is_a_usage_error_on_the_row_naming_i
     with pytest.raises(UsageError) as exc:
         build_jobs(rows, {"solo": make_profile(throughputs=(10.0,))}, Node(), source="t.csv")
     assert str(exc.value) == "t.csv line 2, column profile: profile 'w' has no point with loader workers"
+
+
+def test_a_job_keeps_its_row_s_fractional_arrival_and_work(catalog):
+    (job,) = build_jobs(parse_trace(HEADER + "\nj1,0.25,2.5,w-emulate5,1,8\n"), catalog, Node(cores=16, gpus=4))
+    assert (job.arrival_s, job.work_samples) == (0.25, 2.5)
+
+
+def test_a_job_on_more_gpus_than_the_node_has_is_refused_on_its_row(catalog):
+    rows = parse_trace(HEADER + "\nj1,0,100,w-emulate5,1,8\nj2,0,100,w-emulate5,4,8\n")
+    with pytest.raises(UsageError) as exc:
+        build_jobs(rows, catalog, Node(cores=16, gpus=2), source="t.csv")
+    assert str(exc.value) == "t.csv line 3, column gpus: the node has 2 GPUs, the job asks 4"
