@@ -6,6 +6,7 @@ import pytest
 
 from adlrec.allocate import fixed
 from adlrec.errors import UsageError
+from adlrec.profile.library import profile_key
 from adlrec.schemas import DeviceSpec
 from adlrec.simulate import (
     Node,
@@ -43,6 +44,7 @@ def catalog(folder):
 
 def test_profiles_are_named_by_file_and_by_workload_at_device(catalog):
     assert catalog["w@emulate:5"] is catalog["w-emulate5.json"] is catalog["w-emulate5"]
+    assert catalog[profile_key(catalog["w-emulate5"])] is catalog["w-emulate5"]  # and by its 10-character key
     assert catalog["w-cpu-1"].params["n"] == 1
     assert "w@cpu" not in catalog  # shared by two profiles: only their file names name them
 
