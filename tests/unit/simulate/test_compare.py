@@ -57,7 +57,7 @@ def test_each_policy_replays_with_its_own_policy_and_its_row_reports_its_own_res
     trace = [TraceJob("a", 0.0, 4000.0, curve), TraceJob("b", 0.0, 4000.0, curve), TraceJob("c", 30.0, 500.0, curve)]
     node, config = Node(cores=4, gpus=2), SimConfig(interval_s=1e6, threshold=0.0)
     runs = compare_policies(trace, {"even": even, "optimal": optimal}, node, config)
-    # each run is its own policy's replay, not the last policy's (a closure over the loop's variable)
+    # each run is its own policy's replay, and each row its own run's figures
     assert [run.result for run in runs] == [
         simulate(trace, even, node, config, name="even"),
         simulate(trace, optimal, node, config, name="optimal"),
