@@ -151,7 +151,10 @@ def parse_trace(text: str, source: str = "trace") -> list[TraceRow]:
     for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        cells = [c.strip() for c in next(csv.reader([raw]))]
+        try:
+            cells = [c.strip() for c in next(csv.reader([raw]))]
+        except csv.Error as exc:  # a cell past the csv module's field limit: not a trace, most likely
+            raise UsageError(f"{source} line {n}: not a CSV line ({exc}); expected comma-separated fields") from None
         if header is None:
             missing = [c for c in REQUIRED_COLUMNS if c not in cells]
             unknown = [c for c in cells if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]

@@ -120,6 +120,17 @@ def test_log_mlflow_records_one_run_with_metrics_per_policy(trace, profiles, sto
     assert len(run.data.params["trace_sha256"]) == 16 and run.data.params["node.cores"] == "8"
     assert run.data.params["node.memory_mb"] == str(256 * 1024)  # --memory-gb's default, in MiB
     assert run.data.params["trace"] == str(trace.resolve()) and run.data.params["profiles"] == str(profiles.resolve())
+    # the settings the replay ran under, so two logged comparisons can be told apart
+    settings = {k: v for k, v in run.data.params.items() if k.startswith("config.")} | {"jobs": run.data.params["jobs"]}
+    assert settings == {
+        "jobs": "8",
+        "config.interval_s": "60.0",
+        "config.resize_s": "0.5",
+        "config.threshold": "0.05",
+        "config.objective": "busy_gpus",
+        "config.contention": "all",
+        "config.main_cpu": "1.0",
+    }
     assert {"even.makespan_s", "optimal.makespan_s", "optimal.throughput_vs_base_pct"} <= set(run.data.metrics)
     assert [a.path for a in tracker.client.list_artifacts(run.info.run_id)] == ["comparison.csv"]
 

@@ -365,3 +365,60 @@ def test_the_replay_cap_allows_for_the_longest_job_on_a_node_of_many_gpus():
     slow = TraceJob("slow", 0.0, 50_000.0, (1.0, 1000.0), gpus=1, requested_workers=0)
     config = SimConfig(interval_s=10.0, threshold=0.0)
     assert simulate([slow], fixed, Node(cores=8, gpus=8), config, max_intervals=4_960).makespan_s == 50_000.0
+
+
+def test_a_trace_out_of_arrival_order_replays_in_arrival_order_and_reports_in_trace_order():
+    # b is listed first but arrives last: a starts at 0 and runs alone (50 s at 200/s) before b starts
+    trace = [job("b", arrival=100.0, work=1000.0), job("a", arrival=0.0)]
+    b, a = simulate(trace, even, Node(cores=4, gpus=1), QUIET).jobs
+    assert (a.job_id, a.start_s, a.finish_s) == ("a", 0.0, pytest.approx(50.0))
+    assert (b.job_id, b.start_s, b.finish_s) == ("b", 100.0, pytest.approx(105.0))
+
+
+def test_the_replay_cap_counts_from_the_first_arrival_not_from_time_zero():
+    # as in test_a_replay_that_runs_past_max_intervals_stops_with_an_error, arriving at 10^4 s: still
+    # 100 + 10 x 1 intervals; counted from 0, the cap would be 10 x 1,000 more and the replay would end
+    slow = TraceJob("slow", 1e4, 5_000.0, (1.0, 1000.0), gpus=1, requested_workers=0)
+    config = SimConfig(interval_s=10.0, threshold=0.0)
+    with pytest.raises(SimulationError, match=r"jobs slow still run after 110 intervals of 10 s"):
+        simulate([slow], fixed, Node(cores=2, gpus=1), config, name="fixed", max_intervals=100)
+
+
+def test_an_arrival_too_large_to_add_the_resize_cost_to_is_refused():
+    # at 2^53 s the clock steps by 2 s: a 60 s interval still moves it, a 0.5 s stall does not
+    with pytest.raises(SimulationError, match=r"arrives at 9\.0072e\+15 s, where adding 0\.5 s to a time changes"):
+        simulate([job("a", arrival=2.0**53)], even, Node(cores=4, gpus=1), SimConfig(interval_s=60.0, resize_s=0.5))
+    r = simulate([job("a", arrival=2.0**53)], even, Node(cores=4, gpus=1), SimConfig(interval_s=60.0, resize_s=0.0))
+    assert r.jobs[0].start_s == 2.0**53
+
+
+def test_a_job_whose_last_sliver_is_below_the_clocks_resolution_still_serves_its_resize_stall():
+    # at 1.7e12 s the clock steps by 2^-12 s.  a (2 workers, 20/s) and b (1, 10/s) start together; b ends at
+    # 1 s, leaving a 0.004 samples (200 us at 20/s), and a goes to 4 workers (40/s: 100 us, below a step)
+    # with a 0.5 s stall.  c arrives mid-stall and moves a back to 2: a pays both stalls before its sliver
+    t0 = 1_733_400_000_000.0
+    trace = [
+        job("a", LINEAR, arrival=t0, work=20.004),
+        job("b", LINEAR, arrival=t0, work=10.0),
+        job("c", LINEAR, arrival=t0 + 1.25, work=1000.0),
+    ]
+    a, b, _ = simulate(trace, even, Node(cores=5, gpus=2), SimConfig(interval_s=1e6, threshold=0.0, resize_s=0.5)).jobs
+    assert b.finish_s == t0 + 1.0
+    assert a.resizes == 2 and a.finish_s == pytest.approx(t0 + 1.25 + 0.25 + 0.5, abs=0.01)
+
+
+def test_the_replay_cap_counts_each_job_s_gpu_time_on_all_its_gpus():
+    # four 2-GPU jobs queued on a 2-GPU node, 10 s each at full speed: 40 s of the node, so the limit is
+    # 10 + 10 x 40 ticks of 1 s; they replay at 0 workers (125/s), 320 s.  Counting a job's time on one
+    # GPU only (20 s: 10 + 200 ticks) would stop it
+    trace = [TraceJob(f"j{i}", 0.0, 10_000.0, (125.0, 1000.0), gpus=2, requested_workers=0) for i in range(4)]
+    config = SimConfig(interval_s=1.0, threshold=0.0)
+    assert simulate(trace, fixed, Node(cores=4, gpus=2), config, max_intervals=10).makespan_s == pytest.approx(320.0)
+
+
+def test_the_length_check_uses_a_job_s_peak_where_its_curve_falls_past_it():
+    # the peak, 200/s at 1 worker, ends 10 intervals of 60 s exactly: replayed, though the curve's last
+    # point (100/s) would need 20
+    peaked = TraceJob("p", 0.0, 200.0 * 60 * 10, (50.0, 200.0, 100.0))
+    r = simulate([peaked], optimal, Node(cores=4, gpus=1), SimConfig(), max_intervals=10)
+    assert r.makespan_s == pytest.approx(600.0)

@@ -86,11 +86,20 @@ def test_a_trace_draws_models_by_their_shares(tmp_path):
         ({"models": {}}, "field models: expected an object of models"),
         ({"task_share": {"image": 0, "text": 1}}, "expected a share > 0 for 'image'"),
         ({"task_share": {"image": 1}}, "expected a share > 0 for 'text', got None"),
+        # the table's name and a model's join with ':' into the name a trace uses
+        ({"name": "a:b"}, "field name: expected a non-empty name without ':', got 'a:b'"),
+        # w workers are w + 1 CPUs, never fewer than 1: a grid below that has points no rank is at
+        ({"cpus_per_gpu": [0.5, 2, 4]}, "field cpus_per_gpu: expected increasing values >= 1, got [0.5, 2.0, 4.0]"),
+        ({"cpus_per_gpu": []}, "field cpus_per_gpu: expected a non-empty list of numbers, got []"),
+        ({"cpus_per_gpu": [True, 2, 4]}, "field cpus_per_gpu: expected a non-empty list of numbers"),
+        ({"cpus_per_gpu": [1, float("nan"), 4]}, "field cpus_per_gpu: expected a non-empty list of numbers"),
+        ({"task_share": [0.5, 0.5]}, "field task_share: expected an object of task -> share"),
+        ([], "expected a JSON object"),
     ],
 )
 def test_malformed_tables_name_the_field(tmp_path, change, message):
     with pytest.raises(UsageError, match="published curves .*t.json") as err:
-        load_published(write(tmp_path, table(**change)))
+        load_published(write(tmp_path, table(**change) if isinstance(change, dict) else change))
     assert message in str(err.value)
 
 
@@ -114,3 +123,41 @@ def test_workers_to_peak_on_a_fractional_grid_rounds_the_cpus_up(tmp_path):
     (_, a), *_ = load_published(write(tmp_path, doc))
     assert a.workers_to_peak() == 2
     assert a.rate(1) == 150.0 and a.rate(2) == 200.0  # 2 CPUs: 0.5 + (1 / 1.5) x 1.5 = 1.5 of 100/s
+
+
+@pytest.mark.parametrize(
+    "model,message",
+    [
+        ([1, 2], "model 'b': expected an object"),
+        (
+            {"batch": 10, "iter_time_s": 1, "normalised": [1, 1, 1]},
+            "model 'b', field task: expected a task name, got None",
+        ),
+        (
+            {"task": "image", "batch": 10, "iter_time_s": 1, "normalised": [1, -1, 1]},
+            "model 'b', field normalised: expected 3 values >= 0",
+        ),
+        # a model that trains at no rate at all: its curve would be zero everywhere
+        (
+            {"task": "image", "batch": 10, "iter_time_s": 1, "normalised": [0, 0, 0]},
+            "model 'b', field normalised: expected 3 values >= 0 (one per cpus_per_gpu), not all 0",
+        ),
+        (
+            {"task": "image", "batch": 10, "iter_time_s": 0, "normalised": [1, 1, 1]},
+            "expected batch > 0 and iter_time_s > 0",
+        ),
+    ],
+    ids=["not-an-object", "no-task", "negative", "all-zero", "no-iteration-time"],
+)
+def test_a_malformed_model_is_one_usage_error_naming_it(tmp_path, model, message):
+    doc = table()
+    doc["models"]["b"] = model
+    with pytest.raises(UsageError) as err:
+        load_published(write(tmp_path, doc))
+    assert message in str(err.value) and "t.json" in str(err.value)
+
+
+def test_a_published_table_that_cannot_be_read_is_one_usage_error(tmp_path):
+    (tmp_path / "t.json").mkdir()  # a folder where a table was expected
+    with pytest.raises(UsageError, match=r"^cannot read published curves .*t.json: "):
+        load_published(tmp_path / "t.json")

@@ -17,6 +17,13 @@ from adlrec.simulate import JobResult, Node, SimConfig, SimResult, TraceJob
         lambda: SimConfig(main_cpu=1.5),
         lambda: TraceJob("z", 0.0, 10.0, (0.0, 0.0)),
         lambda: TraceJob("z", 0.0, 10.0, (5.0,)),
+        lambda: Node(gpus=0),
+        lambda: TraceJob("z", 0.0, 0.0, (5.0, 10.0)),
+        lambda: TraceJob("z", float("nan"), 10.0, (5.0, 10.0)),
+        lambda: TraceJob("z", 0.0, 10.0, (5.0, 10.0), gpus=0),
+        lambda: TraceJob("z", 0.0, 10.0, (5.0, 10.0), requested_workers=-1),
+        lambda: SimConfig(main_cpu=-0.5),
+        lambda: SimConfig(interval_s=float("inf")),
     ],
     ids=[
         "no cores",
@@ -28,6 +35,13 @@ from adlrec.simulate import JobResult, Node, SimConfig, SimResult, TraceJob
         "main_cpu past a core",
         "curve zero everywhere",
         "curve without a worker",
+        "no GPUs",
+        "no work",
+        "arrival not a number",
+        "job on no GPU",
+        "negative requested workers",
+        "negative main_cpu",
+        "infinite interval",
     ],
 )
 def test_a_record_that_no_replay_can_mean_is_refused(build):

@@ -6,6 +6,7 @@ import pytest
 
 from adlrec.allocate import fixed
 from adlrec.errors import UsageError
+from adlrec.profile.library import profile_key
 from adlrec.schemas import DeviceSpec
 from adlrec.simulate import (
     Node,
@@ -43,6 +44,7 @@ def catalog(folder):
 
 def test_profiles_are_named_by_file_and_by_workload_at_device(catalog):
     assert catalog["w@emulate:5"] is catalog["w-emulate5.json"] is catalog["w-emulate5"]
+    assert catalog[profile_key(catalog["w-emulate5"])] is catalog["w-emulate5"]  # and by its 10-character key
     assert catalog["w-cpu-1"].params["n"] == 1
     assert "w@cpu" not in catalog  # shared by two profiles: only their file names name them
 
@@ -80,6 +82,13 @@ def test_an_empty_weight_cell_is_the_default_weight():
         ("j1,1e999,100,w@cpu,1,8", "line 2, column arrival_s: expected a number of seconds >= 0"),  # overflows to inf
         ("j1,0,100,w@cpu,1,8,2", "line 2: expected 6 fields"),
         ("j1,0,100,,1,8", "line 2, column profile: expected a non-empty value"),
+        # each bound's first value outside it (a job of no work, no GPU, -1 workers, a negative weight)
+        ("j1,0,0,w@cpu,1,8", "line 2, column work_samples: expected a number of samples > 0, got '0'"),
+        ("j1,0,100,w@cpu,0,8", "line 2, column gpus: expected a whole number of GPUs >= 1, got '0'"),
+        (
+            "j1,0,100,w@cpu,1,-1",
+            "line 2, column requested_workers: expected a whole number of workers 0..256, got '-1'",
+        ),
         (
             "j1,0,100,w@cpu,1,8\nj1,1,100,w@cpu,1,8",
             "line 3, column job_id: expected a unique id, 'j1' is already on line 2",
@@ -98,6 +107,19 @@ def test_a_bad_header_or_empty_trace_is_refused():
         parse_trace("id,arrival\n1,2\n")
     with pytest.raises(UsageError, match="no jobs"):
         parse_trace(HEADER + "\n")
+    # a file of comments and blank lines has no header either: that, not "no jobs", is what is wrong
+    with pytest.raises(UsageError, match=r"^t.csv: empty; expected a header line job_id,arrival_s,"):
+        parse_trace("# only a comment\n\n", source="t.csv")
+
+
+def test_a_negative_weight_is_refused():
+    with pytest.raises(UsageError, match=r"t.csv line 2, column weight: expected a weight >= 0, got '-1'$"):
+        parse_trace(HEADER + ",weight\nj1,0,100,w@cpu,1,8,-1\n", source="t.csv")
+
+
+def test_a_line_of_only_spaces_is_blank_and_skipped():
+    rows = parse_trace(HEADER + "\n   \nj1,0,100,w@cpu,1,8\n \t \n")
+    assert [(r.job_id, r.line) for r in rows] == [("j1", 3)]
 
 
 def test_unknown_profile_is_named_with_the_known_ones(catalog):
@@ -227,7 +249,58 @@ def test_the_generator_draws_the_same_trace_whatever_the_order_of_the_files(fold
     assert {r.requested_workers for r in rows} == {3}
 
 
-@pytest.mark.parametrize("spec", [{"load": 0.0}, {"min_minutes": 0.0}, {"min_minutes": 20.0, "max_minutes": 10.0}])
+@pytest.mark.parametrize(
+    "spec", [{"load": 0.0}, {"min_minutes": 0.0}, {"min_minutes": 20.0, "max_minutes": 10.0}, {"jobs": 0}]
+)
 def test_a_trace_spec_that_cannot_be_drawn_is_refused(spec):
     with pytest.raises(ValueError, match="need jobs >= 1, load > 0"):
         TraceSpec(**spec)
+
+
+@pytest.mark.parametrize("mix", [(), ((0, 1.0),), ((1, -0.5), (2, 1.0)), ((1, 0.0), (2, 0.0))])
+def test_a_gpu_mix_that_cannot_be_drawn_is_refused(mix):
+    with pytest.raises(ValueError, match="gpu_mix needs"):
+        TraceSpec(gpu_mix=mix)
+
+
+def test_a_gpu_mix_of_weights_not_summing_to_one_offers_the_requested_load(folder, catalog):
+    # weights 3 : 1 are 75% one GPU, 25% two: 1.25 GPUs a job on average (not 3 x 1 + 1 x 2 = 5)
+    node = Node(cores=16, gpus=4)
+    spec = TraceSpec(jobs=2000, seed=1, load=0.5, gpu_mix=((1, 3.0), (2, 1.0)))
+    rows = generate_trace(profile_files(folder), node, spec)
+    jobs = build_jobs(rows, catalog, node)
+    offered = sum(j.gpus * j.work_samples / j.peak for j in jobs) / rows[-1].arrival_s
+    assert offered == pytest.approx(0.5 * node.gpus, rel=0.1)
+
+
+@pytest.mark.parametrize("where", ["header", "row"])
+def test_a_line_too_long_for_csv_is_a_usage_error_naming_it(where):
+    """A cell past the csv module's limit (131,072 characters: a wrong file given as the trace, say)
+    raised _csv.Error, a traceback from `adlrec simulate`."""
+    long = "j" * 200_000
+    text = (long + "\n") if where == "header" else (HEADER + "\n" + long + ",0,100,w@cpu,1,8\n")
+    line = 1 if where == "header" else 2
+    with pytest.raises(UsageError) as exc:
+        parse_trace(text, source="t.csv")
+    assert str(exc.value).startswith(f"t.csv line {line}: not a CSV line (field larger than field limit")
+    assert str(exc.value).endswith("expected comma-separated fields") and "\n" not in str(exc.value)
+
+
+def test_a_profile_that_cannot_give_a_curve_is_a_usage_error_on_the_row_naming_it():
+    """A profile measured at 0 workers only has no per-worker rate to extend: the row is named, no traceback."""
+    rows = parse_trace(HEADER + "\nj1,0,100,solo,1,8\n")
+    with pytest.raises(UsageError) as exc:
+        build_jobs(rows, {"solo": make_profile(throughputs=(10.0,))}, Node(), source="t.csv")
+    assert str(exc.value) == "t.csv line 2, column profile: profile 'w' has no point with loader workers"
+
+
+def test_a_job_keeps_its_row_s_fractional_arrival_and_work(catalog):
+    (job,) = build_jobs(parse_trace(HEADER + "\nj1,0.25,2.5,w-emulate5,1,8\n"), catalog, Node(cores=16, gpus=4))
+    assert (job.arrival_s, job.work_samples) == (0.25, 2.5)
+
+
+def test_a_job_on_more_gpus_than_the_node_has_is_refused_on_its_row(catalog):
+    rows = parse_trace(HEADER + "\nj1,0,100,w-emulate5,1,8\nj2,0,100,w-emulate5,4,8\n")
+    with pytest.raises(UsageError) as exc:
+        build_jobs(rows, catalog, Node(cores=16, gpus=2), source="t.csv")
+    assert str(exc.value) == "t.csv line 3, column gpus: the node has 2 GPUs, the job asks 4"
