@@ -233,7 +233,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     import numpy as np
 
     from adlrec.job import check_job_file
-    from adlrec.predict.models import AnalyticModel, smallest_reaching
+    from adlrec.predict.models import AnalyticModel, as_throughputs, smallest_reaching
     from adlrec.predict.probe import probe_job, sweep_budget
     from adlrec.predict.report import prediction_line, prediction_table, sweep_line
     from adlrec.profile.hardware import detect_hardware
@@ -285,8 +285,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                         f"this job's probe: {type(exc).__name__}: {first_line(exc)}; `adlrec model fit` registers a "
                         "new version and moves @champion to it"
                     ) from exc
-                # as the service reads it: a count predicted below 0 or not finite has no throughput
-                curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
+                curve = as_throughputs(curve)  # as the service reads it
                 source = f"{MODEL_NAME}@champion (v{version})"
             best_w = int(np.argmax(curve))
             enough_w = smallest_reaching(curve)

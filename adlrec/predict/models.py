@@ -30,6 +30,7 @@ from adlrec.predict.features import ProbeFeatures
 from adlrec.schemas import ENOUGH_SHARE
 
 __all__ = [
+    "as_throughputs",
     "AnalyticModel",
     "InterpModel",
     "LearnedModel",
@@ -214,6 +215,13 @@ def make_model(spec: dict[str, Any]) -> ThroughputModel:
         return _KINDS[kind](**spec)
     except TypeError as exc:
         raise ValueError(f"bad hyperparameters for {kind}: {exc}") from None
+
+
+def as_throughputs(curve: Any) -> np.ndarray:
+    """A registered model's predicted curve as throughputs: a count predicted below 0 or not finite has none
+    (0).  A model adlrec did not fit may predict either; the service and ``adlrec predict`` read it alike."""
+    curve = np.asarray(curve, dtype=float)
+    return np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
 
 
 def smallest_reaching(curve: Sequence[float], share: float = ENOUGH_SHARE) -> int:

@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from adlrec.errors import first_line
 from adlrec.predict.features import ProbeFeatures
-from adlrec.predict.models import AnalyticModel
+from adlrec.predict.models import AnalyticModel, as_throughputs
 
 __all__ = ["ModelInfo", "Predictor"]
 
@@ -140,5 +138,4 @@ class Predictor:
                 )
                 curve = AnalyticModel().predict(features, workers)
                 source = f"analytic ({info.source} failed on this probe: {type(exc).__name__})"
-        curve = np.where(np.isfinite(curve), np.maximum(curve, 0.0), 0.0)
-        return tuple(float(t) for t in curve), source
+        return tuple(float(t) for t in as_throughputs(curve)), source

@@ -241,3 +241,10 @@ def test_each_hyperparameter_of_the_spec_reaches_the_fitted_model(hparam, value)
     fitted = [LearnedModel(**spec).fit(X, rates) for spec in (base, base | {hparam: value})]
     curve = [np.concatenate([m.predict(c.features, range(8)) for c in curves]) for m in fitted]
     assert not np.allclose(curve[0], curve[1], rtol=1e-9, atol=0)
+
+
+def test_as_throughputs_reads_a_count_below_zero_or_not_finite_as_no_throughput():
+    from adlrec.predict.models import as_throughputs
+
+    got = as_throughputs([5.0, -1.0, float("nan"), float("inf"), float("-inf"), 0.0, 2.5])
+    assert got.tolist() == [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.5]
