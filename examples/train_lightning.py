@@ -20,12 +20,10 @@ import logging
 import os
 import sys
 
-import lightning as L
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from pydantic import ValidationError
 from torch.utils.data import DistributedSampler
 
-from adlrec.callbacks import ADLCallback, check_arguments
+from adlrec.callbacks import check_arguments
 from adlrec.config import load_settings, settings_problem
 from adlrec.errors import AdlrecError
 from adlrec.job import load_job
@@ -54,22 +52,26 @@ def node_probe(job, device, settings) -> dict:
     return features
 
 
-class JobModule(L.LightningModule):
+def job_module(job):
     """A model.py's model, loss and optimizer as a LightningModule."""
+    import lightning as L
 
-    def __init__(self, job) -> None:
-        super().__init__()
-        self.job = job
-        self.net = job.model()
-        self.samples = 0
+    class JobModule(L.LightningModule):
+        def __init__(self, job) -> None:
+            super().__init__()
+            self.job = job
+            self.net = job.model()
+            self.samples = 0
 
-    def training_step(self, batch, batch_idx):
-        inputs, target = batch
-        self.samples += len(target)
-        return self.job.loss_fn(self.net(inputs), target)
+        def training_step(self, batch, batch_idx):
+            inputs, target = batch
+            self.samples += len(target)
+            return self.job.loss_fn(self.net(inputs), target)
 
-    def configure_optimizers(self):
-        return self.job.optimizer(self.net)
+        def configure_optimizers(self):
+            return self.job.optimizer(self.net)
+
+    return JobModule(job)
 
 
 def main() -> int:
@@ -105,6 +107,19 @@ def main() -> int:
             raise ValueError(
                 f"--workers must be at most {MAX_WORKERS}, the most the service plans for a loader, got {args.workers}"
             )
+        token = os.environ.get("ADLREC_SERVICE_TOKEN")
+        check_arguments("ADLCallback", url=args.url, node=args.node, token=token, interval_s=args.interval)
+    except (AdlrecError, ValueError, TypeError) as exc:
+        print(f"train_lightning.py: error: {exc}", file=sys.stderr)
+        return 2
+
+    # Lightning takes seconds to import: only once the arguments and the model.py are known good
+    import lightning as L
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from adlrec.callbacks import ADLCallback
+
+    try:
         trainer = L.Trainer(
             max_epochs=args.epochs,
             accelerator="gpu" if device.kind == "cuda" else "cpu",
@@ -127,8 +142,6 @@ def main() -> int:
             collate_fn=job.collate_fn,
             multiprocessing_context="fork",
         )
-        token = os.environ.get("ADLREC_SERVICE_TOKEN")
-        check_arguments("ADLCallback", url=args.url, node=args.node, token=token, interval_s=args.interval)
         # the probe takes seconds: only once every argument is known good
         probe = node_probe(job, device, settings)
         callback = ADLCallback(
@@ -141,7 +154,7 @@ def main() -> int:
     except (AdlrecError, ValueError, TypeError, MisconfigurationException) as exc:
         print(f"train_lightning.py: error: {exc}", file=sys.stderr)
         return 2
-    module = JobModule(job)
+    module = job_module(job)
     trainer.callbacks.append(callback)
     with loader:
         trainer.fit(module, train_dataloaders=loader)
