@@ -60,7 +60,7 @@ def start_service(data_dir: Path, port: int, interval_s: float, live_runs: bool,
 
 def wait_healthy(url: str, proc: subprocess.Popen | None) -> None:
     """Wait for /health: up to 120 s for the service this bench started (its first start imports MLflow),
-    10 s for one given with --url, which is running already or not at all."""
+    10 s for one given with --url, which is running already or not at all (a refused connection: at once)."""
     limit_s = 120 if proc is not None else 10
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
@@ -69,6 +69,11 @@ def wait_healthy(url: str, proc: subprocess.Popen | None) -> None:
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
                 return
+        except httpx.ConnectError as exc:
+            if proc is None:  # refused, or no such host: nothing is running there
+                raise SystemExit(
+                    f"service_load.py: nothing answers at {url} ({exc}): is the service running there?"
+                ) from None
         except httpx.TransportError:
             pass
         time.sleep(0.2)
