@@ -232,20 +232,18 @@ class JobStore:
             metadata.create_all(self.engine)
             self._migrate()
         except DatabaseError as exc:  # cannot connect (OperationalError), or the file is not a database
-            self.engine.dispose()
-            shown = self.engine.url.render_as_string(hide_password=True)
-            first = first_line(exc.orig or exc, type(exc).__name__)
-            raise StoreUnavailable(f"job store {shown}: cannot open it: {first}") from None
+            raise self._unusable("cannot open it", exc) from None
         try:  # a store the service cannot write to (read-only) would answer every registration 503: refused now
             with self._begin() as c:
                 c.execute(nodes_t.update().where(false()).values(cores=nodes_t.c.cores))
         except DatabaseError as exc:
-            self.engine.dispose()
-            shown = self.engine.url.render_as_string(hide_password=True)
-            first = first_line(exc.orig or exc, type(exc).__name__)
-            raise StoreUnavailable(
-                f"job store {shown}: cannot write to it: {first}; the service stores its jobs and plans there"
-            ) from None
+            raise self._unusable("cannot write to it", exc, "; the service stores its jobs and plans there") from None
+
+    def _unusable(self, what: str, exc: DatabaseError, why: str = "") -> StoreUnavailable:
+        """Let go of the engine and say, in one line, why this store cannot serve."""
+        self.engine.dispose()
+        shown = self.engine.url.render_as_string(hide_password=True)
+        return StoreUnavailable(f"job store {shown}: {what}: {first_line(exc.orig or exc, type(exc).__name__)}{why}")
 
     def close(self) -> None:
         self.engine.dispose()
